@@ -1,0 +1,74 @@
+package drift
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the report for a terminal: one line per association
+// with its computed and reported FairShare and its largest drift, then the
+// summary.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "ACCOUNT\tUSER\tPARTITION\tSTATUS\tFAIRSHARE\tREPORTED\tLARGEST DRIFT\n")
+	for _, e := range r.Associations {
+		var comp, rep Num = Num(math.NaN()), Num(math.NaN())
+		if e.Computed != nil {
+			comp = e.Computed.FairShare
+		}
+		if e.Reported != nil {
+			rep = e.Reported.FairShare
+		}
+		worst := ""
+		if e.Drift != nil {
+			best := 0.0
+			for k, p := range e.Drift.fields() {
+				if d := math.Abs(float64(*p)); d > best {
+					best, worst = d, fmt.Sprintf("%s %+.6g", Fields[k], float64(*p))
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.Repeat(" ", e.Depth), e.Account, e.User, e.Partition, e.Status, cell(comp), cell(rep), worst)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nalgorithm %s, tolerance %g", r.Algorithm, r.Tolerance)
+	for _, s := range Statuses {
+		fmt.Fprintf(w, ", %s %d", s, r.Summary.Counts[s])
+	}
+	fmt.Fprintln(w)
+	if r.Note != "" {
+		fmt.Fprintf(w, "note: %s\n", r.Note)
+	}
+	_, err := fmt.Fprintf(w, "largest drift: %s\n", r.Summary.MaxDrift.String())
+	return err
+}
+
+// String lists the values as name=value.
+func (v *Values) String() string {
+	var b strings.Builder
+	for k, p := range v.fields() {
+		if k > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", Fields[k], cell(*p))
+	}
+	return b.String()
+}
+
+func cell(n Num) string {
+	f := float64(n)
+	switch {
+	case math.IsNaN(f):
+		return "-"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	return fmt.Sprintf("%.6f", f)
+}

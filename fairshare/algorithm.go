@@ -1,0 +1,106 @@
+package fairshare
+
+import (
+	"fmt"
+	"math"
+)
+
+// Algorithm names a fairshare algorithm as the exporter's flags, JSON and
+// metric labels spell it.
+type Algorithm string
+
+const (
+	AlgorithmClassic        Algorithm = "classic"
+	AlgorithmDepthOblivious Algorithm = "depth_oblivious"
+	AlgorithmFairTree       Algorithm = "fair_tree"
+)
+
+// ParseAlgorithm accepts the names above.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch a := Algorithm(s); a {
+	case AlgorithmClassic, AlgorithmDepthOblivious, AlgorithmFairTree:
+		return a, nil
+	}
+	return "", fmt.Errorf("algorithm %q: expected classic, depth_oblivious or fair_tree", s)
+}
+
+// Compute runs the algorithm slurmctld runs for these PriorityFlags.
+func (t *Tree) Compute(alg Algorithm, dampening float64) ([]Values, error) {
+	switch alg {
+	case AlgorithmClassic:
+		return t.Classic(ClassicOptions{Dampening: dampening}), nil
+	case AlgorithmDepthOblivious:
+		return t.Classic(ClassicOptions{Dampening: dampening, DepthOblivious: true}), nil
+	case AlgorithmFairTree:
+		return t.FairTree(), nil
+	}
+	return nil, fmt.Errorf("algorithm %q: expected classic, depth_oblivious or fair_tree", alg)
+}
+
+// UsageBounds says how far each computed value can move when every raw usage
+// is known only to within usageErr (sshare truncates RawUsage to an integer:
+// usageErr 1). It propagates that error through the algorithm's formulas to
+// first order, per value; +Inf where a value cannot be pinned down (a
+// denominator below usageErr), 0 where usage does not enter. FairShare of
+// Fair Tree is a rank and gets 0: siblings whose LevelFS lie within the
+// bound of each other could still swap.
+func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening float64) []Values {
+	if dampening <= 0 {
+		dampening = 1
+	}
+	a := t.assocs
+	out := make([]Values, len(a))
+	rootRaw := a[t.root].RawUsage
+	inf := math.Inf(1)
+	// ratioErr bounds x/y for x, y each known to within usageErr.
+	ratioErr := func(x, y float64) float64 {
+		if y < usageErr || usageErr == 0 && y == 0 {
+			if usageErr == 0 {
+				return 0
+			}
+			return inf
+		}
+		return usageErr * (1 + x/y) / y
+	}
+	for i := range a {
+		out[i].NormUsage = ratioErr(a[i].RawUsage, rootRaw)
+	}
+	out[t.root].NormUsage = 0
+	fairTree := alg == AlgorithmFairTree
+	for _, i := range t.order[1:] {
+		p := t.fsParent[i]
+		o := &out[i]
+		if fairTree {
+			o.EffectiveUsage = ratioErr(a[i].RawUsage, a[p].RawUsage)
+			if ue, lfs := vals[i].EffectiveUsage, vals[i].LevelFS; lfs > 0 && !math.IsNaN(lfs) {
+				if a[i].RawUsage < usageErr || o.EffectiveUsage*2 >= ue {
+					o.LevelFS = inf
+				} else {
+					o.LevelFS = lfs * o.EffectiveUsage / ue
+				}
+			}
+			continue
+		}
+		switch {
+		case p == t.root:
+			o.EffectiveUsage = o.NormUsage
+		case a[i].UsesParent() || t.levelShares[i] == 0:
+			o.EffectiveUsage = out[p].EffectiveUsage
+		default:
+			f := float64(a[i].Shares) / t.levelShares[i]
+			o.EffectiveUsage = (1-f)*o.NormUsage + f*out[p].EffectiveUsage
+		}
+	}
+	if !fairTree {
+		for i := range out {
+			f := i
+			if a[i].UsesParent() && i != int(t.root) {
+				f = int(t.fsParent[i])
+			}
+			if sn := vals[f].NormShares; sn > 0 {
+				out[i].FairShare = vals[i].FairShare * math.Ln2 * out[f].EffectiveUsage / sn / dampening
+			}
+		}
+	}
+	return out
+}

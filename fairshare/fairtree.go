@@ -1,0 +1,121 @@
+package fairshare
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// FairTree computes the Fair Tree values (the default since Slurm 19.05) of
+// every association, in the order given to NewTree, as sshare shows them:
+// NormShares among siblings, EffectvUsage against the fs parent, LevelFS =
+// NormShares/EffectvUsage, and FairShare = rank/users for user rows only.
+// Blank (NaN) where sshare prints nothing: root's NormUsage, LevelFS and
+// FairShare, accounts' FairShare, and LevelFS of FairShare=parent rows.
+func (t *Tree) FairTree() []Values {
+	a := t.assocs
+	n := len(a)
+	out := make([]Values, n)
+	// level is _calc_assoc_fs's level_fs, which ranks but is not always
+	// printed.
+	level := make([]float64, n)
+	rootRaw := a[t.root].RawUsage
+	for i := range a {
+		v := &out[i]
+		v.RawUsage = a[i].RawUsage
+		v.NormUsage = normUsage(a[i].RawUsage, rootRaw)
+		v.FairShare = blank
+		v.LevelFS = blank
+		if int32(i) == t.root {
+			// root's level_shares stays NO_VAL; priority_multifactor.c init
+			// sets its usage_efctv to 1.
+			v.NormShares = float64(a[i].Shares) / noVal
+			v.NormUsage, v.EffectiveUsage = blank, 1
+			level[i] = noVal
+			continue
+		}
+		p := t.fsParent[i]
+		// _normalize_assoc_shares_fair_tree: a FairShare=parent row shows
+		// its fs parent's sibling share.
+		f := int32(i)
+		if a[i].UsesParent() {
+			f = p
+		}
+		if f != t.root && t.levelShares[f] != 0 {
+			v.NormShares = float64(a[f].Shares) / t.levelShares[f]
+		} else if f == t.root {
+			v.NormShares = float64(a[f].Shares) / noVal
+		}
+		// _ft_set_assoc_usage_efctv
+		if a[p].RawUsage != 0 {
+			v.EffectiveUsage = a[i].RawUsage / a[p].RawUsage
+		}
+		// _calc_assoc_fs
+		switch {
+		case a[i].UsesParent() && a[i].IsUser():
+			level[i] = math.Inf(1)
+		case a[i].UsesParent():
+			level[i] = noVal
+		case v.NormShares == 0:
+			level[i] = 0
+			v.LevelFS = 0
+		default:
+			level[i] = v.NormShares / v.EffectiveUsage // +Inf at zero usage, as in Slurm
+			v.LevelFS = level[i]
+		}
+	}
+	t.rankFairTree(out, level)
+	return out
+}
+
+// rankFairTree is _apply_priority_fs/_calc_tree_fs (fair_tree.c): a
+// depth-first walk over siblings sorted by level_fs, higher first and users
+// before accounts on exact ties, ranking users from the number of users
+// down. A user tied with the previous sibling keeps the previous rank, and
+// an account tied with the previous sibling passes the tie to its first
+// child. Tied sibling accounts are not merged, whatever fair_tree.c's
+// comments and the Fair Tree announcement say: _count_tied_accounts stops at
+// the first account it meets, so it always returns 0.
+func (t *Tree) rankFairTree(out []Values, level []float64) {
+	sorted := slices.Clone(t.kids)
+	users := t.users
+	rank, rnt := users, users
+	isAccount := func(i int32) int {
+		if t.assocs[i].IsUser() {
+			return 0
+		}
+		return 1
+	}
+	byLevel := func(x, y int32) int {
+		if c := cmp.Compare(level[y], level[x]); c != 0 {
+			return c
+		}
+		return isAccount(x) - isAccount(y)
+	}
+	var walk func(p int32, accountTied bool)
+	walk = func(p int32, accountTied bool) {
+		sib := sorted[t.kidStart[p]:t.kidStart[p+1]]
+		// glibc's qsort (a merge sort in bookworm's 2.36) keeps equal
+		// elements in children_list order; a stable sort does the same.
+		slices.SortStableFunc(sib, byLevel)
+		prev := noVal
+		for k, c := range sib {
+			tied := prev == level[c]
+			if k == 0 && accountTied {
+				tied = true
+			}
+			if t.assocs[c].IsUser() {
+				if !tied {
+					rank = rnt
+				}
+				out[c].Rank = rank
+				out[c].FairShare = float64(rank) / float64(users)
+				rnt--
+			} else {
+				walk(c, tied)
+			}
+			prev = level[c]
+		}
+	}
+	walk(t.root, false)
+}

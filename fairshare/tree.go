@@ -1,0 +1,249 @@
+// Package fairshare recomputes Slurm's fairshare factors from an association
+// tree: shares and decayed raw usage in, factors out. It does no I/O and reads
+// no clock. Each algorithm follows src/plugins/priority/multifactor/ and
+// src/common/assoc_mgr.c of SchedMD/slurm; docs/fairshare.md lists the rules
+// and where real Slurm departs from its documentation.
+package fairshare
+
+import (
+	"fmt"
+	"math"
+)
+
+// SharesParent is how Slurm stores FairShare=parent (SLURMDB_FS_USE_PARENT,
+// slurm/slurmdb.h); the database column holds 2147483647.
+const SharesParent uint32 = 0x7FFFFFFF
+
+// noVal is Slurm's NO_VAL as a floating-point value. Fair Tree gives it to
+// FairShare=parent accounts as their level_fs, and it seeds the tie check.
+const noVal = 4294967294.0
+
+// Association is one node of the tree as slurmctld's assoc_mgr holds it.
+type Association struct {
+	Account   string
+	User      string // empty on account rows
+	Partition string
+	// Parent is the index of the direct parent in the slice given to
+	// NewTree: the account row of a user, the parent_acct row of an
+	// account, -1 for root.
+	Parent int
+	// Shares is the raw share count; SharesParent for FairShare=parent.
+	Shares uint32
+	// RawUsage is the decayed usage (slurmctld usage_raw, billing-seconds).
+	// An account's value is not always the sum of its children: since 22.05
+	// it keeps the usage of removed user associations.
+	RawUsage float64
+}
+
+// IsUser reports whether a is a user association.
+func (a *Association) IsUser() bool { return a.User != "" }
+
+// UsesParent reports whether a has FairShare=parent.
+func (a *Association) UsesParent() bool { return a.Shares == SharesParent }
+
+// Tree is an association tree prepared for the algorithms. It is immutable
+// and safe for concurrent use.
+type Tree struct {
+	assocs []Association
+	root   int32
+	// order lists every association parents-first (pre-order over the direct
+	// parent links).
+	order []int32
+	// fsParent is the first ancestor that is not FairShare=parent
+	// (assoc_mgr.c _set_assoc_parent_and_user: fs_assoc_ptr); -1 for root.
+	fsParent []int32
+	// kids[kidStart[i]:kidStart[i+1]] are the associations whose fsParent
+	// is i, in input order: slurmctld's children_list, in which a
+	// FairShare=parent account's children join its own siblings and users
+	// and sub-accounts are siblings alike.
+	kids     []int32
+	kidStart []int32
+	// levelShares is the sum of raw shares over an association's fs
+	// siblings, FairShare=parent ones counting 0 (level_shares).
+	levelShares []float64
+	users       int
+}
+
+// NewTree checks the associations and prepares the tree. The slice is kept,
+// not copied: do not change it afterwards. The order of the slice is the
+// order slurmctld keeps siblings in, which decides exact Fair Tree ties.
+func NewTree(assocs []Association) (*Tree, error) {
+	n := len(assocs)
+	if n == 0 {
+		return nil, fmt.Errorf("association tree is empty: expected at least the root account")
+	}
+	if n > math.MaxInt32-1 {
+		return nil, fmt.Errorf("association tree has %d associations: more than this package supports", n)
+	}
+	t := &Tree{assocs: assocs, root: -1, fsParent: make([]int32, n)}
+	childCount := make([]int32, n+1)
+	for i := range assocs {
+		a := &assocs[i]
+		switch {
+		case a.Parent == -1:
+			if t.root >= 0 {
+				return nil, fmt.Errorf("association %s has no parent, but %s is already the root: expected one root", a.name(), assocs[t.root].name())
+			}
+			if a.IsUser() {
+				return nil, fmt.Errorf("association %s is a user without a parent: expected the root to be an account", a.name())
+			}
+			t.root = int32(i)
+		case a.Parent < 0 || a.Parent >= n:
+			return nil, fmt.Errorf("association %s has parent index %d: expected -1 or an index below %d", a.name(), a.Parent, n)
+		case assocs[a.Parent].IsUser():
+			return nil, fmt.Errorf("association %s has user association %s as parent: expected an account", a.name(), assocs[a.Parent].name())
+		default:
+			childCount[a.Parent]++
+		}
+		if math.IsNaN(a.RawUsage) || a.RawUsage < 0 || math.IsInf(a.RawUsage, 0) {
+			return nil, fmt.Errorf("association %s has raw usage %v: expected a finite number >= 0", a.name(), a.RawUsage)
+		}
+	}
+	if t.root < 0 {
+		return nil, fmt.Errorf("association tree has no root: expected one association without a parent")
+	}
+
+	// Direct children in CSR form, for the parents-first order.
+	start := make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		start[i+1] = start[i] + childCount[i]
+	}
+	direct := make([]int32, n)
+	fill := append([]int32(nil), start[:n]...)
+	for i := range assocs {
+		if p := assocs[i].Parent; p >= 0 {
+			direct[fill[p]] = int32(i)
+			fill[p]++
+		}
+	}
+	t.order = make([]int32, 0, n)
+	t.order = append(t.order, t.root)
+	for k := 0; k < len(t.order); k++ {
+		p := t.order[k]
+		t.order = append(t.order, direct[start[p]:start[p+1]]...)
+	}
+	if len(t.order) != n {
+		seen := make([]bool, n)
+		for _, i := range t.order {
+			seen[i] = true
+		}
+		for i := range assocs {
+			if !seen[i] {
+				return nil, fmt.Errorf("association %s is not reachable from the root: expected a tree without cycles", assocs[i].name())
+			}
+		}
+	}
+
+	// fs parents, parents-first so an ancestor's is known.
+	t.fsParent[t.root] = -1
+	for _, i := range t.order[1:] {
+		p := int32(assocs[i].Parent)
+		if p != t.root && assocs[p].UsesParent() {
+			p = t.fsParent[p]
+		}
+		t.fsParent[i] = p
+	}
+
+	// children lists by fs parent, in input order.
+	clear(childCount)
+	for i := range assocs {
+		if p := t.fsParent[i]; p >= 0 {
+			childCount[p]++
+		}
+		if assocs[i].IsUser() {
+			t.users++
+		}
+	}
+	t.kidStart = make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		t.kidStart[i+1] = t.kidStart[i] + childCount[i]
+	}
+	t.kids = direct // reuse: same length, n-1 used
+	copy(fill, t.kidStart[:n])
+	sum := make([]float64, n)
+	for i := range assocs {
+		if p := t.fsParent[i]; p >= 0 {
+			t.kids[fill[p]] = int32(i)
+			fill[p]++
+			if !assocs[i].UsesParent() {
+				sum[p] += float64(assocs[i].Shares)
+			}
+		}
+	}
+	t.levelShares = make([]float64, n)
+	for i := range assocs {
+		if p := t.fsParent[i]; p >= 0 {
+			t.levelShares[i] = sum[p]
+		}
+	}
+	return t, nil
+}
+
+// Len is the number of associations.
+func (t *Tree) Len() int { return len(t.assocs) }
+
+// Association returns association i as given to NewTree.
+func (t *Tree) Association(i int) Association { return t.assocs[i] }
+
+// Root is the index of the root account.
+func (t *Tree) Root() int { return int(t.root) }
+
+// Users is the number of user associations, Fair Tree's denominator.
+func (t *Tree) Users() int { return t.users }
+
+// FSParent is the index of the association whose usage and shares i is
+// measured against (skipping FairShare=parent accounts); -1 for root.
+func (t *Tree) FSParent(i int) int { return int(t.fsParent[i]) }
+
+// LevelShares is the sum of raw shares among i's fairshare siblings.
+func (t *Tree) LevelShares(i int) float64 { return t.levelShares[i] }
+
+func (a *Association) name() string {
+	s := "account=" + quoteIfOdd(a.Account)
+	if a.User != "" {
+		s += " user=" + quoteIfOdd(a.User)
+	}
+	if a.Partition != "" {
+		s += " partition=" + quoteIfOdd(a.Partition)
+	}
+	return s
+}
+
+func quoteIfOdd(s string) string {
+	for _, r := range s {
+		if r <= ' ' || r == '"' || r == '=' || r > '~' {
+			return fmt.Sprintf("%q", s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+// Values are the numbers sshare prints for one association, computed. NaN
+// stands for a blank cell: a value Slurm leaves unset (NO_VAL) or does not
+// print for this kind of row.
+type Values struct {
+	NormShares     float64
+	RawUsage       float64
+	NormUsage      float64
+	EffectiveUsage float64
+	FairShare      float64
+	LevelFS        float64
+	// Rank is the Fair Tree rank behind FairShare = Rank/Users (0 where
+	// none): competition ranking, counted down from the number of users.
+	Rank int
+}
+
+var blank = math.NaN()
+
+// normUsage is set_assoc_usage_norm (priority_multifactor.c): the share of
+// root's usage, 0 when root has none, capped at 1 because a lowered
+// half-life can leave more usage than the new decay allows.
+func normUsage(raw, rootRaw float64) float64 {
+	if rootRaw == 0 {
+		return 0
+	}
+	return math.Min(raw/rootRaw, 1)
+}

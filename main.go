@@ -1,0 +1,135 @@
+// Command slurmdbd_exporter recomputes Slurm's fairshare from the slurmdbd
+// database, compares it with what slurmctld reports, and exports both to
+// Prometheus.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/alecthomas/kong"
+	"github.com/rs/zerolog"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+// Exit codes: 0 fine, 1 drift found, 2 any error (bad flags included).
+const (
+	exitDrift = 1
+	exitError = 2
+)
+
+type logFlags struct {
+	Level  string `name:"level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
+	Format string `name:"format" default:"console" enum:"console,json" help:"Log format: console or json."`
+}
+
+type cli struct {
+	Log     logFlags         `embed:"" prefix:"log."`
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	Check checkCmd `cmd:"" help:"Recompute fairshare and compare it with what Slurm reports. Exit 0: within tolerance, 1: drift, 2: error."`
+}
+
+// exitCode carries a status other than success or error out of a command.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var c cli
+	exit := -1
+	parser, err := kong.New(&c,
+		kong.Name("slurmdbd_exporter"),
+		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
+		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
+		kong.Vars{"version": versionString()},
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exit = code; panic(exitSentinel{}) }),
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "slurmdbd_exporter:", err)
+		return exitError
+	}
+	ctx, code, done := parse(parser, args)
+	if done {
+		if exit >= 0 {
+			return exit
+		}
+		return code
+	}
+	logger := newLogger(c.Log, stderr)
+	err = ctx.Run(&runEnv{stdout: stdout, log: logger})
+	var ec exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ec):
+		return int(ec)
+	default:
+		fmt.Fprintln(stderr, "slurmdbd_exporter:", err)
+		return exitError
+	}
+}
+
+type exitSentinel struct{}
+
+// parse runs kong's parser, turning its exits (help, --version) and its
+// usage errors into return values: kong exits 1 on a usage error, and this
+// command's 1 means drift.
+func parse(p *kong.Kong, args []string) (ctx *kong.Context, code int, done bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(exitSentinel); !ok {
+				panic(r)
+			}
+			ctx, code, done = nil, 0, true
+		}
+	}()
+	ctx, err := p.Parse(args)
+	if err != nil {
+		fmt.Fprintf(p.Stderr, "slurmdbd_exporter: %v\n", err)
+		if ctx != nil && ctx.Error == nil {
+			ctx.Error = err
+		}
+		fmt.Fprintln(p.Stderr, "Run 'slurmdbd_exporter --help' for usage.")
+		return nil, exitError, true
+	}
+	return ctx, 0, false
+}
+
+// runEnv is what every command's Run receives.
+type runEnv struct {
+	stdout io.Writer
+	log    zerolog.Logger
+}
+
+func newLogger(f logFlags, w io.Writer) zerolog.Logger {
+	level, err := zerolog.ParseLevel(f.Level)
+	if err != nil {
+		level = zerolog.InfoLevel
+	}
+	if f.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, NoColor: true}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return "slurmdbd_exporter " + v
+}
