@@ -92,4 +92,3 @@ func (c *checkCmd) Run(env *runEnv) error {
 	}
 	return nil
 }
-

@@ -158,9 +158,11 @@ func Compare(alg fairshare.Algorithm, tolerance float64, reported, computed []Si
 	for _, p := range maxDrift {
 		*p = 0
 	}
-	byKey := make(map[Key]int, len(computed))
+	// Without sshare -m, one user's associations in several partitions
+	// share a key; they are matched in order.
+	byKey := make(map[Key][]int, len(computed))
 	for i, c := range computed {
-		byKey[c.Key] = i
+		byKey[c.Key] = append(byKey[c.Key], i)
 	}
 	used := make([]bool, len(computed))
 	for i := range reported {
@@ -168,10 +170,11 @@ func Compare(alg fairshare.Algorithm, tolerance float64, reported, computed []Si
 		e := Entry{Account: rep.Key.Account, User: rep.Key.User, Partition: rep.Key.Partition, Parent: rep.Parent, Depth: rep.Depth}
 		rv := rep.Values
 		e.Reported = &rv
-		ci, ok := byKey[rep.Key]
-		if !ok {
+		if cands := byKey[rep.Key]; len(cands) == 0 {
 			e.Status = StatusOnlyReported
 		} else {
+			ci := cands[0]
+			byKey[rep.Key] = cands[1:]
 			used[ci] = true
 			com := &computed[ci]
 			cv := com.Values

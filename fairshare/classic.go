@@ -22,41 +22,73 @@ type ClassicOptions struct {
 // show them: root has NormShares 1, EffectvUsage 1, no NormUsage, and
 // FairShare 2^(-1/dampening); there is no LevelFS.
 func (t *Tree) Classic(opt ClassicOptions) []Values {
+	return t.classic(nil, opt)
+}
+
+// ClassicLagged models what slurmctld shows in classic mode while usage
+// grows, given the raw usage at the start of the last decay pass (prevRaw,
+// e.g. from the sshare taken just before that pass) and the current raw
+// usage in the tree. _decay_thread computes accounts' NormUsage and
+// EffectvUsage at the start of each pass, before decay and new usage, and
+// resets users' to NO_VAL; a user's values are then computed on demand
+// (sshare, or a pending job's priority) from its current usage and its
+// account's effective usage of the pass start. RawUsage is current
+// everywhere. DepthOblivious is not modelled.
+func (t *Tree) ClassicLagged(prevRaw []float64, dampening float64) []Values {
+	if dampening <= 0 {
+		dampening = 1
+	}
+	prev := t.classic(prevRaw, ClassicOptions{Dampening: dampening})
+	out := t.classic(nil, ClassicOptions{Dampening: dampening})
+	for _, i := range t.order {
+		if !t.isUser(i) {
+			raw := out[i].RawUsage
+			out[i] = prev[i]
+			out[i].RawUsage = raw
+			continue
+		}
+		p, v := t.fsParent[i], &out[i]
+		v.EffectiveUsage = t.effectiveUsage(i, v.NormUsage, prev[p].EffectiveUsage)
+		if t.usesParent(i) {
+			v.FairShare = classicFactor(prev[p].EffectiveUsage, prev[p].NormShares, dampening)
+		} else {
+			v.FairShare = classicFactor(v.EffectiveUsage, v.NormShares, dampening)
+		}
+	}
+	return out
+}
+
+// classic computes with raw usage from raw, or from the tree when raw is nil.
+func (t *Tree) classic(raw []float64, opt ClassicOptions) []Values {
 	damp := opt.Dampening
 	if damp <= 0 {
 		damp = 1
 	}
 	a := t.assocs
+	if raw == nil {
+		raw = t.raw
+	}
 	out := make([]Values, len(a))
-	rootRaw := a[t.root].RawUsage
+	rootRaw := raw[t.root]
 	for i := range a {
 		out[i] = Values{
 			NormShares: t.classicNormShares(i),
-			RawUsage:   a[i].RawUsage,
-			NormUsage:  normUsage(a[i].RawUsage, rootRaw),
+			RawUsage:   raw[i],
+			NormUsage:  normUsage(raw[i], rootRaw),
 			LevelFS:    blank,
 		}
 	}
 	r := &out[t.root]
 	r.NormShares, r.NormUsage, r.EffectiveUsage = 1, blank, 1
 
-	// Effective usage top-down (_set_assoc_usage_efctv): each case in the
-	// order Slurm checks them.
+	// Effective usage top-down, parents first.
 	for _, i := range t.order[1:] {
 		p := t.fsParent[i]
 		v := &out[i]
-		switch {
-		case p == t.root:
-			v.EffectiveUsage = v.NormUsage
-		case a[i].UsesParent():
-			v.EffectiveUsage = out[p].EffectiveUsage
-		case opt.DepthOblivious:
+		if opt.DepthOblivious && p != t.root && !t.usesParent(i) {
 			v.EffectiveUsage = t.depthObliviousUsage(out, i)
-		case t.levelShares[i] == 0:
-			v.EffectiveUsage = out[p].EffectiveUsage
-		default:
-			v.EffectiveUsage = v.NormUsage +
-				(out[p].EffectiveUsage-v.NormUsage)*(float64(a[i].Shares)/t.levelShares[i])
+		} else {
+			v.EffectiveUsage = t.effectiveUsage(i, v.NormUsage, out[p].EffectiveUsage)
 		}
 	}
 
@@ -64,12 +96,26 @@ func (t *Tree) Classic(opt ClassicOptions) []Values {
 	// parent's usage and shares.
 	for i := range out {
 		f := i
-		if a[i].UsesParent() && i != int(t.root) {
+		if t.usesParent(int32(i)) && i != int(t.root) {
 			f = int(t.fsParent[i])
 		}
 		out[i].FairShare = classicFactor(out[f].EffectiveUsage, out[f].NormShares, damp)
 	}
 	return out
+}
+
+// effectiveUsage is _set_assoc_usage_efctv and _set_usage_efctv for
+// association i (not root) with normalized usage un whose fs parent has
+// effective usage ueP, the cases in the order Slurm checks them; under
+// DEPTH_OBLIVIOUS its formula takes the place of the last two.
+func (t *Tree) effectiveUsage(i int32, un, ueP float64) float64 {
+	switch {
+	case t.fsParent[i] == t.root:
+		return un
+	case t.usesParent(i), t.levelShares[i] == 0:
+		return ueP
+	}
+	return un + (ueP-un)*(t.shares[i]/t.levelShares[i])
 }
 
 func classicFactor(ue, sn, damp float64) float64 {
@@ -84,22 +130,21 @@ func classicFactor(ue, sn, damp float64) float64 {
 // root, skipping FairShare=parent levels; FairShare=parent itself takes its
 // fs parent's value. Multiplied leaf-first, as Slurm does.
 func (t *Tree) classicNormShares(i int) float64 {
-	a := t.assocs
 	if int32(i) == t.root {
 		return 1
 	}
-	if a[i].UsesParent() {
+	if t.usesParent(int32(i)) {
 		return t.classicNormShares(int(t.fsParent[i]))
 	}
 	sn := 1.0
-	for x := int32(i); x != t.root; x = int32(a[x].Parent) {
-		if a[x].UsesParent() {
+	for x := int32(i); x != t.root; x = t.parent[x] {
+		if t.usesParent(x) {
 			continue
 		}
 		if t.levelShares[x] == 0 {
 			return 0
 		}
-		sn = sn * float64(a[x].Shares) / t.levelShares[x]
+		sn = sn * t.shares[x] / t.levelShares[x]
 	}
 	return sn
 }
@@ -115,7 +160,7 @@ func (t *Tree) depthObliviousUsage(out []Values, i int32) float64 {
 	ratioP := ueP / snP
 	ratioS := 0.0
 	for _, s := range t.kids[t.kidStart[p]:t.kidStart[p+1]] {
-		if !t.assocs[s].UsesParent() {
+		if !t.usesParent(s) {
 			ratioS += out[s].NormUsage
 		}
 	}

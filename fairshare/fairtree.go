@@ -13,23 +13,23 @@ import (
 // Blank (NaN) where sshare prints nothing: root's NormUsage, LevelFS and
 // FairShare, accounts' FairShare, and LevelFS of FairShare=parent rows.
 func (t *Tree) FairTree() []Values {
-	a := t.assocs
-	n := len(a)
+	n := len(t.raw)
 	out := make([]Values, n)
 	// level is _calc_assoc_fs's level_fs, which ranks but is not always
 	// printed.
 	level := make([]float64, n)
-	rootRaw := a[t.root].RawUsage
-	for i := range a {
+	raw := t.raw
+	rootRaw := raw[t.root]
+	for i := range out {
 		v := &out[i]
-		v.RawUsage = a[i].RawUsage
-		v.NormUsage = normUsage(a[i].RawUsage, rootRaw)
+		v.RawUsage = raw[i]
+		v.NormUsage = normUsage(raw[i], rootRaw)
 		v.FairShare = blank
 		v.LevelFS = blank
 		if int32(i) == t.root {
 			// root's level_shares stays NO_VAL; priority_multifactor.c init
 			// sets its usage_efctv to 1.
-			v.NormShares = float64(a[i].Shares) / noVal
+			v.NormShares = t.shares[i] / noVal
 			v.NormUsage, v.EffectiveUsage = blank, 1
 			level[i] = noVal
 			continue
@@ -38,23 +38,23 @@ func (t *Tree) FairTree() []Values {
 		// _normalize_assoc_shares_fair_tree: a FairShare=parent row shows
 		// its fs parent's sibling share.
 		f := int32(i)
-		if a[i].UsesParent() {
+		if t.usesParent(f) {
 			f = p
 		}
 		if f != t.root && t.levelShares[f] != 0 {
-			v.NormShares = float64(a[f].Shares) / t.levelShares[f]
+			v.NormShares = t.shares[f] / t.levelShares[f]
 		} else if f == t.root {
-			v.NormShares = float64(a[f].Shares) / noVal
+			v.NormShares = t.shares[f] / noVal
 		}
 		// _ft_set_assoc_usage_efctv
-		if a[p].RawUsage != 0 {
-			v.EffectiveUsage = a[i].RawUsage / a[p].RawUsage
+		if raw[p] != 0 {
+			v.EffectiveUsage = raw[i] / raw[p]
 		}
 		// _calc_assoc_fs
 		switch {
-		case a[i].UsesParent() && a[i].IsUser():
+		case t.kind[i] == kindParent|kindUser:
 			level[i] = math.Inf(1)
-		case a[i].UsesParent():
+		case t.kind[i] == kindParent:
 			level[i] = noVal
 		case v.NormShares == 0:
 			level[i] = 0
@@ -80,17 +80,11 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 	sorted := slices.Clone(t.kids)
 	users := t.users
 	rank, rnt := users, users
-	isAccount := func(i int32) int {
-		if t.assocs[i].IsUser() {
-			return 0
-		}
-		return 1
-	}
 	byLevel := func(x, y int32) int {
 		if c := cmp.Compare(level[y], level[x]); c != 0 {
 			return c
 		}
-		return isAccount(x) - isAccount(y)
+		return int(t.kind[y]&kindUser) - int(t.kind[x]&kindUser)
 	}
 	var walk func(p int32, accountTied bool)
 	walk = func(p int32, accountTied bool) {
@@ -104,7 +98,7 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 			if k == 0 && accountTied {
 				tied = true
 			}
-			if t.assocs[c].IsUser() {
+			if t.isUser(c) {
 				if !tied {
 					rank = rnt
 				}

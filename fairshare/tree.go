@@ -62,7 +62,21 @@ type Tree struct {
 	// siblings, FairShare=parent ones counting 0 (level_shares).
 	levelShares []float64
 	users       int
+	// Compact copies of the fields the algorithms read, for cache-friendly
+	// passes over large trees.
+	parent []int32
+	shares []float64
+	raw    []float64
+	kind   []uint8 // kindUser | kindParent
 }
+
+const (
+	kindUser uint8 = 1 << iota
+	kindParent
+)
+
+func (t *Tree) isUser(i int32) bool     { return t.kind[i]&kindUser != 0 }
+func (t *Tree) usesParent(i int32) bool { return t.kind[i]&kindParent != 0 }
 
 // NewTree checks the associations and prepares the tree. The slice is kept,
 // not copied: do not change it afterwards. The order of the slice is the
@@ -75,7 +89,8 @@ func NewTree(assocs []Association) (*Tree, error) {
 	if n > math.MaxInt32-1 {
 		return nil, fmt.Errorf("association tree has %d associations: more than this package supports", n)
 	}
-	t := &Tree{assocs: assocs, root: -1, fsParent: make([]int32, n)}
+	t := &Tree{assocs: assocs, root: -1, fsParent: make([]int32, n),
+		parent: make([]int32, n), shares: make([]float64, n), raw: make([]float64, n), kind: make([]uint8, n)}
 	childCount := make([]int32, n+1)
 	for i := range assocs {
 		a := &assocs[i]
@@ -94,6 +109,13 @@ func NewTree(assocs []Association) (*Tree, error) {
 			return nil, fmt.Errorf("association %s has user association %s as parent: expected an account", a.name(), assocs[a.Parent].name())
 		default:
 			childCount[a.Parent]++
+		}
+		t.parent[i], t.shares[i], t.raw[i] = int32(a.Parent), float64(a.Shares), a.RawUsage
+		if a.IsUser() {
+			t.kind[i] |= kindUser
+		}
+		if a.UsesParent() {
+			t.kind[i] |= kindParent
 		}
 		if math.IsNaN(a.RawUsage) || a.RawUsage < 0 || math.IsInf(a.RawUsage, 0) {
 			return nil, fmt.Errorf("association %s has raw usage %v: expected a finite number >= 0", a.name(), a.RawUsage)

@@ -134,70 +134,80 @@ type Layout func(fields int) ([]string, error)
 func Parse(r io.Reader, layout Layout) (*Output, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), maxLine)
+	type line struct {
+		no     int
+		fields []string
+	}
+	var lines []line
+	for no := 1; sc.Scan(); no++ {
+		text := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(text) != "" {
+			lines = append(lines, line{no, strings.Split(text, "|")})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("sshare line %d: %w", len(lines)+1, err)
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("sshare output is empty: expected at least the root line")
+	}
+	// -p ends every line, the header included, with the separator.
+	trailing := true
+	for _, l := range lines {
+		trailing = trailing && len(l.fields) > 1 && l.fields[len(l.fields)-1] == ""
+	}
 	out := &Output{}
-	var idx map[string]int
-	trailing := false // -p ends every line with the separator
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		fields := strings.Split(line, "|")
-		if idx == nil {
-			if isHeader(fields) {
-				if fields[len(fields)-1] == "" {
-					trailing, fields = true, fields[:len(fields)-1]
-				}
-				cols, err := headerColumns(fields)
-				if err != nil {
-					return nil, fmt.Errorf("sshare line %d: %w", lineNo, err)
-				}
-				out.Columns, out.Header = cols, true
-				idx = index(cols)
-				continue
-			}
-			if layout == nil {
-				return nil, ErrNoHeader
-			}
-			cols, err := layout(len(fields))
-			if err != nil && fields[len(fields)-1] == "" {
-				// -p: a separator after the last field
-				cols, err = layout(len(fields) - 1)
-				trailing = err == nil
-			}
-			if err != nil {
-				return nil, fmt.Errorf("sshare line %d: %w", lineNo, err)
-			}
-			out.Columns = cols
-			idx = index(cols)
-			if _, ok := idx[Account]; !ok {
-				return nil, fmt.Errorf("sshare columns %v: expected an Account column", cols)
-			}
-		}
+	first := lines[0]
+	if isHeader(first.fields) {
+		fields := first.fields
 		if trailing {
-			if fields[len(fields)-1] != "" {
-				return nil, fmt.Errorf("sshare line %d: expected the line to end with '|' like the ones before it (sshare -p)", lineNo)
-			}
+			fields = fields[:len(fields)-1]
+		}
+		cols, err := headerColumns(fields)
+		if err != nil {
+			return nil, fmt.Errorf("sshare line %d: %w", first.no, err)
+		}
+		out.Columns, out.Header = cols, true
+		lines = lines[1:]
+	} else {
+		if layout == nil {
+			return nil, ErrNoHeader
+		}
+		n := len(first.fields)
+		var cols []string
+		var err error
+		if trailing {
+			cols, err = layout(n - 1)
+		}
+		if !trailing || err != nil {
+			trailing = false
+			cols, err = layout(n)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sshare line %d: %w", first.no, err)
+		}
+		out.Columns = cols
+	}
+	idx := index(out.Columns)
+	if _, ok := idx[Account]; !ok {
+		return nil, fmt.Errorf("sshare columns %v: expected an Account column", out.Columns)
+	}
+	out.Rows = make([]Row, 0, len(lines))
+	for _, l := range lines {
+		fields := l.fields
+		if trailing {
 			fields = fields[:len(fields)-1]
 		}
 		if len(fields) != len(out.Columns) {
 			return nil, fmt.Errorf("sshare line %d: %d fields, expected %d (%s); a '|' inside a name cannot be told apart from the separator",
-				lineNo, len(fields), len(out.Columns), strings.Join(out.Columns, "|"))
+				l.no, len(fields), len(out.Columns), strings.Join(out.Columns, "|"))
 		}
 		row, err := parseRow(fields, idx)
 		if err != nil {
-			return nil, fmt.Errorf("sshare line %d: %w", lineNo, err)
+			return nil, fmt.Errorf("sshare line %d: %w", l.no, err)
 		}
-		row.Line = lineNo
+		row.Line = l.no
 		out.Rows = append(out.Rows, row)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("sshare line %d: %w", lineNo+1, err)
-	}
-	if idx == nil {
-		return nil, fmt.Errorf("sshare output is empty: expected at least the root line")
 	}
 	return out, nil
 }

@@ -1,0 +1,524 @@
+// Package slurmharness runs a real Slurm (Debian's 22.05 packages) on this
+// host for tests: munged, a throwaway MariaDB, slurmdbd, slurmctld and
+// slurmd, each on private ports with its own configuration, state and spool
+// directories, so that two test packages never collide. It installs what is
+// missing (as root, with apt-get), and under CI=true it fails instead of
+// skipping when it cannot.
+package slurmharness
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Packages are the Debian packages the harness needs.
+var Packages = []string{"munge", "slurmdbd", "slurmctld", "slurmd", "slurm-client", "mariadb-server", "mariadb-client"}
+
+var binaries = []string{"munged", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sshare", "sbatch", "squeue", "scontrol", "mariadb-install-db", "mariadbd", "mariadb"}
+
+// CI reports whether integration tests must run (CI=true): a missing
+// component is then a failure, never a skip.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// skipOrFail skips the test, or fails it under CI.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if CI() {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+var installOnce sync.Once
+var installErr error
+
+// Require makes sure Slurm and MariaDB are installed, installing Debian's
+// packages when missing and running as root.
+func Require(t testing.TB) {
+	t.Helper()
+	if testing.Short() && !CI() {
+		t.Skip("real Slurm: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "real Slurm needs root (slurmd runs jobs as other users)")
+	}
+	installOnce.Do(func() {
+		if missing() == nil {
+			return
+		}
+		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq"}, Packages...)} {
+			cmd := exec.Command("apt-get", args...)
+			cmd.Env = env
+			if out, err := cmd.CombinedOutput(); err != nil {
+				installErr = fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, tail(out))
+				return
+			}
+		}
+		if m := missing(); m != nil {
+			installErr = fmt.Errorf("still missing after apt-get install: %s", strings.Join(m, ", "))
+		}
+	})
+	if installErr != nil {
+		skipOrFail(t, "installing Slurm: %v", installErr)
+	}
+}
+
+func missing() []string {
+	var m []string
+	for _, b := range binaries {
+		if _, err := exec.LookPath(b); err != nil {
+			m = append(m, b)
+		}
+	}
+	return m
+}
+
+// Config describes the cluster to start.
+type Config struct {
+	// PriorityFlags for slurm.conf; empty leaves the default (Fair Tree).
+	PriorityFlags string
+	// HalfLife is PriorityDecayHalfLife; default 0-01:00:00.
+	HalfLife string
+	// Enforce is AccountingStorageEnforce; default associations.
+	Enforce string
+	// CPUs of the one node; default 256 (SlurmdParameters=config_overrides
+	// lets a small machine claim them).
+	CPUs int
+	// Partitions, all on the one node; the first is the default. Default
+	// p1 and p2.
+	Partitions []string
+	// Extra lines appended to slurm.conf.
+	Extra []string
+}
+
+// Cluster is a running Slurm cluster on this host.
+type Cluster struct {
+	t    testing.TB
+	cfg  Config
+	Name string
+	// Dir holds configuration, state, spool, logs and the database.
+	Dir string
+	// Conf is the path of slurm.conf; SLURM_CONF for every client.
+	Conf string
+	// DBPort is the throwaway MariaDB's TCP port on 127.0.0.1; its root
+	// user has no password.
+	DBPort                   int
+	dbdPort, ctldPort, dPort int
+	host                     string
+
+	mu    sync.Mutex
+	procs map[string]*exec.Cmd
+}
+
+// Start brings up a cluster and registers its teardown with t.Cleanup.
+func Start(t testing.TB, cfg Config) *Cluster {
+	t.Helper()
+	Require(t)
+	if cfg.HalfLife == "" {
+		cfg.HalfLife = "0-01:00:00"
+	}
+	if cfg.Enforce == "" {
+		cfg.Enforce = "associations"
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 256
+	}
+	if len(cfg.Partitions) == 0 {
+		cfg.Partitions = []string{"p1", "p2"}
+	}
+	dir, err := os.MkdirTemp("", "slurmh")
+	if err == nil {
+		// job users read their batch scripts from the spool below it
+		err = os.Chmod(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ = strings.Cut(host, ".")
+	c := &Cluster{t: t, cfg: cfg, Name: "h" + randHex(4), Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), host: host, procs: map[string]*exec.Cmd{}}
+	ports := freePorts(t, 4)
+	c.DBPort, c.dbdPort, c.ctldPort, c.dPort = ports[0], ports[1], ports[2], ports[3]
+	t.Cleanup(c.teardown)
+	for _, d := range []string{"state", "spool", "db"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.startMunge()
+	c.startMariaDB()
+	c.writeConfigs()
+	c.StartDaemon("slurmdbd")
+	c.waitFor("slurmdbd to answer", 60*time.Second, func() error {
+		_, err := c.Run("sacctmgr", "-n", "-P", "show", "cluster")
+		return err
+	})
+	c.Sacctmgr("add", "cluster", c.Name)
+	c.StartDaemon("slurmctld")
+	c.waitFor("slurmctld to answer", 60*time.Second, func() error {
+		out, err := c.Run("scontrol", "ping")
+		if err == nil && !strings.Contains(out, "UP") {
+			err = errors.New(out)
+		}
+		return err
+	})
+	c.StartDaemon("slurmd")
+	c.waitFor("the node to be idle", 90*time.Second, func() error {
+		out, err := c.Run("sinfo", "-h", "-N", "-o", "%T")
+		if err == nil && !strings.HasPrefix(strings.TrimSpace(out), "idle") {
+			err = fmt.Errorf("node state %q", strings.TrimSpace(out))
+		}
+		return err
+	})
+	return c
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+func freePorts(t testing.TB, n int) []int {
+	var ports []int
+	var ls []net.Listener
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// startMunge starts the host's munged if it is not running; every cluster
+// on the host shares it, as on a real head node.
+func (c *Cluster) startMunge() {
+	if exec.Command("pgrep", "-x", "munged").Run() == nil {
+		return
+	}
+	for _, cmd := range [][]string{
+		{"mkdir", "-p", "/run/munge"},
+		{"chown", "munge:munge", "/run/munge"},
+		{"runuser", "-u", "munge", "--", "/usr/sbin/munged"},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			c.t.Fatalf("starting munged: %s: %v\n%s", strings.Join(cmd, " "), err, out)
+		}
+	}
+}
+
+// startMariaDB starts a throwaway server in Dir/db and creates the slurm
+// user slurmdbd connects as.
+func (c *Cluster) startMariaDB() {
+	data := filepath.Join(c.Dir, "db")
+	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+data,
+		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("mariadb-install-db: %v\n%s", err, tail(out))
+	}
+	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+data,
+		"--socket="+filepath.Join(c.Dir, "my.sock"), fmt.Sprintf("--port=%d", c.DBPort), "--bind-address=127.0.0.1",
+		"--pid-file="+filepath.Join(c.Dir, "db.pid"), "--log-error="+filepath.Join(c.Dir, "db.err"),
+		"--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900", "--skip-log-bin")
+	c.spawn("mariadbd", cmd)
+	c.waitFor("MariaDB to answer", 60*time.Second, func() error {
+		_, err := c.SQL("SELECT 1")
+		return err
+	})
+	if _, err := c.SQL("CREATE USER 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';" +
+		" GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'"); err != nil {
+		c.t.Fatalf("creating the slurm database user: %v", err)
+	}
+}
+
+// SQL runs statements as root on the cluster's MariaDB and returns the
+// tab-separated result without a header.
+func (c *Cluster) SQL(stmts string) (string, error) {
+	cmd := exec.Command("mariadb", "--no-defaults", "-h127.0.0.1", fmt.Sprintf("-P%d", c.DBPort), "-uroot", "-N", "-B", "-e", stmts)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("mariadb: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+func (c *Cluster) writeConfigs() {
+	dbd := fmt.Sprintf(`AuthType=auth/munge
+DbdHost=localhost
+DbdPort=%d
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=%d
+StorageUser=slurm
+StoragePass=slurmpw
+StorageLoc=slurm_acct_db
+PidFile=%[3]s/slurmdbd.pid
+LogFile=%[3]s/slurmdbd.log
+DebugLevel=info
+`, c.dbdPort, c.DBPort, c.Dir)
+	if err := os.WriteFile(filepath.Join(c.Dir, "slurmdbd.conf"), []byte(dbd), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(c.Conf, []byte(c.slurmConf()), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *Cluster) slurmConf() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `ClusterName=%s
+SlurmctldHost=%s
+SlurmctldPort=%d
+SlurmdPort=%d
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=%[5]s/state
+SlurmdSpoolDir=%[5]s/spool
+SlurmctldPidFile=%[5]s/slurmctld.pid
+SlurmdPidFile=%[5]s/slurmd.pid
+SlurmctldLogFile=%[5]s/slurmctld.log
+SlurmdLogFile=%[5]s/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/backfill
+MailProg=/bin/true
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=%d
+AccountingStorageEnforce=%s
+JobCompType=jobcomp/none
+PriorityType=priority/multifactor
+PriorityDecayHalfLife=%s
+PriorityCalcPeriod=1
+PriorityWeightFairshare=100000
+PriorityWeightAge=1000
+`, c.Name, c.host, c.ctldPort, c.dPort, c.Dir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife)
+	if c.cfg.PriorityFlags != "" {
+		fmt.Fprintf(&b, "PriorityFlags=%s\n", c.cfg.PriorityFlags)
+	}
+	fmt.Fprintf(&b, "NodeName=n1 NodeHostname=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 State=UNKNOWN\n", c.host, c.cfg.CPUs)
+	for i, p := range c.cfg.Partitions {
+		def := "NO"
+		if i == 0 {
+			def = "YES"
+		}
+		fmt.Fprintf(&b, "PartitionName=%s Nodes=n1 Default=%s MaxTime=INFINITE State=UP\n", p, def)
+	}
+	for _, l := range c.cfg.Extra {
+		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
+
+// Env is the environment for Slurm clients of this cluster.
+func (c *Cluster) Env() []string {
+	return append(os.Environ(), "SLURM_CONF="+c.Conf)
+}
+
+// StartDaemon starts slurmdbd, slurmctld or slurmd in the foreground as a
+// child of the test.
+func (c *Cluster) StartDaemon(name string) {
+	var args []string
+	switch name {
+	case "slurmdbd":
+		args = []string{"-D"}
+	case "slurmctld":
+		args = []string{"-D"}
+	case "slurmd":
+		args = []string{"-D", "-N", "n1"}
+	default:
+		c.t.Fatalf("unknown daemon %q", name)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Env = c.Env()
+	c.spawn(name, cmd)
+}
+
+func (c *Cluster) spawn(name string, cmd *exec.Cmd) {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Pdeathsig: a test killed by its timeout takes its daemons along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("starting %s: %v", name, err)
+	}
+	go func() { cmd.Wait(); logf.Close() }()
+	c.mu.Lock()
+	c.procs[name] = cmd
+	c.mu.Unlock()
+}
+
+// StopDaemon stops one daemon (SIGTERM, then SIGKILL after 20 s) and waits
+// for it to exit.
+func (c *Cluster) StopDaemon(name string) {
+	c.mu.Lock()
+	cmd := c.procs[name]
+	delete(c.procs, name)
+	c.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	stop(cmd)
+}
+
+func stop(cmd *exec.Cmd) {
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(cmd.Process.Pid, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// RestartCtld stops slurmctld, sets PriorityFlags (a real restart, not
+// scontrol reconfigure, which leaves wrong factors), starts it again and
+// waits until it answers. Running jobs survive.
+func (c *Cluster) RestartCtld(priorityFlags string) {
+	c.StopDaemon("slurmctld")
+	c.cfg.PriorityFlags = priorityFlags
+	c.writeConfigs()
+	c.StartDaemon("slurmctld")
+	c.waitFor("slurmctld to answer after restart", 60*time.Second, func() error {
+		out, err := c.Run("scontrol", "ping")
+		if err == nil && !strings.Contains(out, "UP") {
+			err = errors.New(out)
+		}
+		return err
+	})
+}
+
+func (c *Cluster) teardown() {
+	if c.t.Failed() {
+		for _, f := range []string{"slurmctld.log", "slurmdbd.log", "slurmd.log"} {
+			if b, err := os.ReadFile(filepath.Join(c.Dir, f)); err == nil {
+				c.t.Logf("--- %s (tail)\n%s", f, tail(b))
+			}
+		}
+	}
+	if _, ok := c.procs["slurmctld"]; ok {
+		_, _ = c.Run("scancel", "--full", "-M", c.Name, "-u", "*")
+		for _, u := range c.users() {
+			_, _ = c.Run("scancel", "-u", u)
+		}
+		c.waitJobsGone(30 * time.Second)
+	}
+	for _, name := range []string{"slurmd", "slurmctld", "slurmdbd", "mariadbd"} {
+		c.StopDaemon(name)
+	}
+	if !c.t.Failed() || CI() {
+		os.RemoveAll(c.Dir)
+	} else {
+		c.t.Logf("kept %s for inspection", c.Dir)
+	}
+}
+
+func (c *Cluster) users() []string {
+	out, err := c.Run("squeue", "-h", "-o", "%u")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(out)
+}
+
+func (c *Cluster) waitJobsGone(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		out, err := c.Run("squeue", "-h", "-o", "%i")
+		if err != nil || strings.TrimSpace(out) == "" {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// Run runs a Slurm client against this cluster with a 60 s limit.
+func (c *Cluster) Run(name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.Env()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.String(), nil
+}
+
+// MustRun is Run that fails the test on error.
+func (c *Cluster) MustRun(name string, args ...string) string {
+	c.t.Helper()
+	out, err := c.Run(name, args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// Sacctmgr runs sacctmgr -i with the arguments.
+func (c *Cluster) Sacctmgr(args ...string) string {
+	c.t.Helper()
+	return c.MustRun("sacctmgr", append([]string{"-i"}, args...)...)
+}
+
+func (c *Cluster) waitFor(what string, d time.Duration, ok func() error) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = ok(); err == nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	c.t.Fatalf("waiting %v for %s: %v", d, what, err)
+}
+
+func tail(b []byte) string {
+	const n = 3000
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
