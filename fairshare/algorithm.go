@@ -42,8 +42,9 @@ func (t *Tree) Compute(alg Algorithm, dampening float64) ([]Values, error) {
 // usageErr 1). It propagates that error through the algorithm's formulas to
 // first order, per value; +Inf where a value cannot be pinned down (a
 // denominator below usageErr), 0 where usage does not enter. FairShare of
-// Fair Tree is a rank and gets 0: siblings whose LevelFS lie within the
-// bound of each other could still swap.
+// Fair Tree is a rank: its bound is the rank range that other orders of
+// tied sibling accounts allow (Values.RankMin/RankMax); siblings whose
+// LevelFS lie within the usage bound of each other could still swap.
 func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening float64) []Values {
 	if dampening <= 0 {
 		dampening = 1
@@ -71,6 +72,10 @@ func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening flo
 		p := t.fsParent[i]
 		o := &out[i]
 		if fairTree {
+			if a[i].IsUser() && t.users > 0 {
+				v := vals[i]
+				o.FairShare = float64(max(v.Rank-v.RankMin, v.RankMax-v.Rank)) / float64(t.users)
+			}
 			o.EffectiveUsage = ratioErr(a[i].RawUsage, a[p].RawUsage)
 			if ue, lfs := vals[i].EffectiveUsage, vals[i].LevelFS; lfs > 0 && !math.IsNaN(lfs) {
 				if a[i].RawUsage < usageErr || o.EffectiveUsage*2 >= ue {

@@ -86,6 +86,9 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 		}
 		return int(t.kind[y]&kindUser) - int(t.kind[x]&kindUser)
 	}
+	// ranked lists users in the order they get their rank, so that a run
+	// of tied accounts can widen its users' rank range afterwards.
+	ranked := make([]int32, 0, users)
 	var walk func(p int32, accountTied bool)
 	walk = func(p int32, accountTied bool) {
 		sib := sorted[t.kidStart[p]:t.kidStart[p+1]]
@@ -93,20 +96,41 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 		// elements in children_list order; a stable sort does the same.
 		slices.SortStableFunc(sib, byLevel)
 		prev := noVal
+		runEnd := -1 // last index of the current run of tied accounts
+		var runHi, runFirst int
 		for k, c := range sib {
 			tied := prev == level[c]
 			if k == 0 && accountTied {
 				tied = true
 			}
+			if k > runEnd && !t.isUser(c) {
+				// A run of accounts tied with each other: whichever comes
+				// first starts with this one's tie state.
+				runEnd = k
+				for runEnd+1 < len(sib) && !t.isUser(sib[runEnd+1]) && level[sib[runEnd+1]] == level[c] {
+					runEnd++
+				}
+				runHi, runFirst = rnt, len(ranked)
+				if tied {
+					runHi = rank
+				}
+			}
 			if t.isUser(c) {
 				if !tied {
 					rank = rnt
 				}
-				out[c].Rank = rank
+				out[c].Rank, out[c].RankMin, out[c].RankMax = rank, rank, rank
 				out[c].FairShare = float64(rank) / float64(users)
+				ranked = append(ranked, c)
 				rnt--
 			} else {
 				walk(c, tied)
+			}
+			if k == runEnd && k > 0 && !t.isUser(sib[k-1]) && level[sib[k-1]] == level[c] {
+				for _, u := range ranked[runFirst:] {
+					out[u].RankMin = min(out[u].RankMin, rnt+1)
+					out[u].RankMax = max(out[u].RankMax, runHi)
+				}
 			}
 			prev = level[c]
 		}

@@ -256,6 +256,12 @@ type Values struct {
 	// Rank is the Fair Tree rank behind FairShare = Rank/Users (0 where
 	// none): competition ranking, counted down from the number of users.
 	Rank int
+	// RankMin and RankMax bound the rank over every order of sibling
+	// accounts tied on LevelFS. slurmctld walks tied accounts in its list
+	// order, which is the database's lft order up to 23.02 (newest sibling
+	// first) and lineage order from 23.11; sshare before 23.11 prints them
+	// alphabetically, so a replay from its output cannot know it.
+	RankMin, RankMax int
 }
 
 var blank = math.NaN()

@@ -267,7 +267,7 @@ func parseRow(f []string, idx map[string]int) (Row, error) {
 	r.Depth = len(acct) - len(name)
 	r.Account = name
 	if r.Account == "" {
-		return r, fmt.Errorf("Account is empty: expected an account name")
+		return r, fmt.Errorf("empty Account field: expected an account name")
 	}
 	r.User, _ = get(User)
 	r.Partition, _ = get(Partition)

@@ -133,7 +133,7 @@ func TestParseErrors(t *testing.T) {
 		{"negative usage", h + "root|||0.0|-1||1.0||||\n", "line 2: RawUsage"},
 		{"unknown column", "Account|Bogus\n", "line 1: header column 2 \"Bogus\""},
 		{"duplicate column", "Account|User|User\n", "appears twice"},
-		{"no account name", h + "|||0.0|1||1.0||||\n", "Account is empty"},
+		{"no account name", h + "|||0.0|1||1.0||||\n", "empty Account field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(tc.in), nil)

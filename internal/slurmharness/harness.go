@@ -502,6 +502,15 @@ func (c *Cluster) Sacctmgr(args ...string) string {
 	return c.MustRun("sacctmgr", append([]string{"-i"}, args...)...)
 }
 
+// LoadTree runs each sacctmgr command (e.g. {"add", "account", "a",
+// "parent=root", "fairshare=40"}) against this cluster.
+func (c *Cluster) LoadTree(cmds [][]string) {
+	c.t.Helper()
+	for _, cmd := range cmds {
+		c.Sacctmgr(append(cmd[:len(cmd):len(cmd)], "cluster="+c.Name)...)
+	}
+}
+
 func (c *Cluster) waitFor(what string, d time.Duration, ok func() error) {
 	c.t.Helper()
 	deadline := time.Now().Add(d)

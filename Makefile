@@ -1,0 +1,46 @@
+GO      ?= go
+BIN     := slurmdbd_exporter
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X main.version=$(VERSION)
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The real-Slurm tests share one host: run packages one at a time.
+TESTFLAGS ?= -p 1 -count=1 -timeout 60m
+
+.PHONY: build test test-short bench demo lint golden fuzz clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+## test: every test, real Slurm 22.05 included (installs Debian's packages when missing; needs root)
+test:
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+## test-short: unit tests only, no real Slurm
+test-short:
+	$(GO) test -short ./...
+
+## bench: the benchmarks recorded in docs/performance.md
+bench:
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./fairshare
+
+## demo: replay real sshare captures: Slurm 22.05 idle (exact), 24.11 classic while jobs ran (drift)
+demo: build
+	./scripts/demo.sh ./$(BIN)
+
+lint:
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## golden: recapture testdata/slurm-22.05 from real Slurm (about 9 minutes, root)
+golden:
+	CI= $(GO) test -count=1 -timeout 30m -run TestRealSlurmReplay -update -v .
+
+## fuzz: each fuzz target for FUZZTIME
+FUZZTIME ?= 2m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./sshare
+
+clean:
+	rm -f $(BIN)
