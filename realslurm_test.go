@@ -410,4 +410,3 @@ func treeInLftOrder(t *testing.T, out *sshare.Output, tsv []byte) (tree *fairsha
 	}
 	return tree, order
 }
-

@@ -71,20 +71,27 @@ func (t *Tree) classic(raw []float64, opt ClassicOptions) []Values {
 	out := make([]Values, len(a))
 	rootRaw := raw[t.root]
 	for i := range a {
-		out[i] = Values{
-			NormShares: t.classicNormShares(i),
-			RawUsage:   raw[i],
-			NormUsage:  normUsage(raw[i], rootRaw),
-			LevelFS:    blank,
-		}
+		out[i] = Values{RawUsage: raw[i], NormUsage: normUsage(raw[i], rootRaw), LevelFS: blank}
 	}
 	r := &out[t.root]
 	r.NormShares, r.NormUsage, r.EffectiveUsage = 1, blank, 1
 
-	// Effective usage top-down, parents first.
+	// Top-down, parents first. NormShares is
+	// _normalize_assoc_shares_traditional (assoc_mgr.c): the product of
+	// shares/level_shares from the association up to, not including, root,
+	// skipping FairShare=parent levels, 0 below a level without shares; a
+	// FairShare=parent row shows its fs parent's value, which is its
+	// parent's product. Slurm multiplies leaf-first; the order only moves
+	// the last bit.
 	for _, i := range t.order[1:] {
 		p := t.fsParent[i]
 		v := &out[i]
+		switch sn := out[t.parent[i]].NormShares; {
+		case t.usesParent(i):
+			v.NormShares = sn
+		case t.levelShares[i] != 0:
+			v.NormShares = sn * t.shares[i] / t.levelShares[i]
+		}
 		if opt.DepthOblivious && p != t.root && !t.usesParent(i) {
 			v.EffectiveUsage = t.depthObliviousUsage(out, i)
 		} else {
@@ -123,30 +130,6 @@ func classicFactor(ue, sn, damp float64) float64 {
 		return 0
 	}
 	return math.Exp2(-(ue / sn) / damp)
-}
-
-// classicNormShares is _normalize_assoc_shares_traditional (assoc_mgr.c): the
-// product of shares/level_shares from the association up to, not including,
-// root, skipping FairShare=parent levels; FairShare=parent itself takes its
-// fs parent's value. Multiplied leaf-first, as Slurm does.
-func (t *Tree) classicNormShares(i int) float64 {
-	if int32(i) == t.root {
-		return 1
-	}
-	if t.usesParent(int32(i)) {
-		return t.classicNormShares(int(t.fsParent[i]))
-	}
-	sn := 1.0
-	for x := int32(i); x != t.root; x = t.parent[x] {
-		if t.usesParent(x) {
-			continue
-		}
-		if t.levelShares[x] == 0 {
-			return 0
-		}
-		sn = sn * t.shares[x] / t.levelShares[x]
-	}
-	return sn
 }
 
 // depthObliviousUsage is _depth_oblivious_set_usage_efctv.

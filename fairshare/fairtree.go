@@ -78,7 +78,7 @@ func (t *Tree) FairTree() []Values {
 // the first account it meets, so it always returns 0.
 func (t *Tree) rankFairTree(out []Values, level []float64) {
 	sorted := slices.Clone(t.kids)
-	users := t.users
+	users := int32(t.users)
 	rank, rnt := users, users
 	byLevel := func(x, y int32) int {
 		if c := cmp.Compare(level[y], level[x]); c != 0 {
@@ -97,7 +97,8 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 		slices.SortStableFunc(sib, byLevel)
 		prev := noVal
 		runEnd := -1 // last index of the current run of tied accounts
-		var runHi, runFirst int
+		var runHi int32
+		var runFirst int
 		for k, c := range sib {
 			tied := prev == level[c]
 			if k == 0 && accountTied {

@@ -40,7 +40,7 @@ func build(t testing.TB, rows []row) (*Tree, map[string]int) {
 func ranks(v []Values, idx map[string]int, names ...string) []int {
 	var r []int
 	for _, n := range names {
-		r = append(r, v[idx[n]].Rank)
+		r = append(r, int(v[idx[n]].Rank))
 	}
 	return r
 }
@@ -189,7 +189,7 @@ func TestInvariants(t *testing.T) {
 		for i, x := range v {
 			if tree.assocs[i].IsUser() {
 				seen++
-				if x.Rank < 1 || x.Rank > tree.Users() {
+				if x.Rank < 1 || int(x.Rank) > tree.Users() {
 					t.Fatalf("seed %d: rank %d outside 1..%d", seed, x.Rank, tree.Users())
 				}
 			}
@@ -257,4 +257,3 @@ func BenchmarkCompute(b *testing.B) {
 		})
 	}
 }
-
