@@ -53,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
 		kong.Vars{"version": versionString()},
 		kong.Writers(stdout, stderr),
+		// --help and --version call Exit; kong would go on parsing after a
+		// hook's Exit returns, so unwind to parse() instead.
 		kong.Exit(func(code int) { exit = code; panic(exitSentinel{}) }),
 	)
 	if err != nil {
@@ -97,9 +99,6 @@ func parse(p *kong.Kong, args []string) (ctx *kong.Context, code int, done bool)
 	ctx, err := p.Parse(args)
 	if err != nil {
 		fmt.Fprintf(p.Stderr, "slurmdbd_exporter: %v\n", err)
-		if ctx != nil && ctx.Error == nil {
-			ctx.Error = err
-		}
 		fmt.Fprintln(p.Stderr, "Run 'slurmdbd_exporter --help' for usage.")
 		return nil, exitError, true
 	}

@@ -155,9 +155,6 @@ func Compare(alg fairshare.Algorithm, tolerance float64, reported, computed []Si
 		r.Summary.Beyond[f] = 0
 	}
 	maxDrift := r.Summary.MaxDrift.fields()
-	for _, p := range maxDrift {
-		*p = 0
-	}
 	// Without sshare -m, one user's associations in several partitions
 	// share a key; they are matched in order.
 	byKey := make(map[Key][]int, len(computed))

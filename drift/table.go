@@ -48,14 +48,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return err
 }
 
-// String lists the values as name=value.
+// String lists the values as name=value, to four significant digits.
 func (v *Values) String() string {
 	var b strings.Builder
 	for k, p := range v.fields() {
 		if k > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "%s=%s", Fields[k], cell(*p))
+		s := cell(*p)
+		if f := float64(*p); !math.IsNaN(f) && !math.IsInf(f, 0) {
+			s = fmt.Sprintf("%.4g", f)
+		}
+		fmt.Fprintf(&b, "%s=%s", Fields[k], s)
 	}
 	return b.String()
 }

@@ -55,10 +55,10 @@ func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening flo
 	inf := math.Inf(1)
 	// ratioErr bounds x/y for x, y each known to within usageErr.
 	ratioErr := func(x, y float64) float64 {
-		if y < usageErr || usageErr == 0 && y == 0 {
-			if usageErr == 0 {
-				return 0
-			}
+		switch {
+		case usageErr == 0:
+			return 0
+		case y < usageErr:
 			return inf
 		}
 		return usageErr * (1 + x/y) / y

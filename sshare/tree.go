@@ -2,6 +2,7 @@ package sshare
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
@@ -52,7 +53,7 @@ func (o *Output) Associations() ([]fairshare.Association, error) {
 		if r.User == "" {
 			stack = append(stack[:r.Depth], i)
 		}
-		if r.RawUsage != r.RawUsage { // NaN: blank
+		if math.IsNaN(r.RawUsage) {
 			return nil, fmt.Errorf("sshare line %d: RawUsage is blank: expected an integer", r.Line)
 		}
 		assocs[i] = a

@@ -27,7 +27,8 @@ import (
 // Packages are the Debian packages the harness needs.
 var Packages = []string{"munge", "slurmdbd", "slurmctld", "slurmd", "slurm-client", "mariadb-server", "mariadb-client"}
 
-var binaries = []string{"munged", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sshare", "sbatch", "squeue", "scontrol", "mariadb-install-db", "mariadbd", "mariadb"}
+var binaries = []string{"munged", "munge", "unmunge", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sshare", "sbatch", "squeue",
+	"scancel", "scontrol", "sinfo", "mariadb-install-db", "mariadbd", "mariadb"}
 
 // CI reports whether integration tests must run (CI=true): a missing
 // component is then a failure, never a skip.
@@ -171,14 +172,7 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		return err
 	})
 	c.Sacctmgr("add", "cluster", c.Name)
-	c.StartDaemon("slurmctld")
-	c.waitFor("slurmctld to answer", 60*time.Second, func() error {
-		out, err := c.Run("scontrol", "ping")
-		if err == nil && !strings.Contains(out, "UP") {
-			err = errors.New(out)
-		}
-		return err
-	})
+	c.startCtld()
 	c.StartDaemon("slurmd")
 	c.waitFor("the node to be idle", 90*time.Second, func() error {
 		out, err := c.Run("sinfo", "-h", "-N", "-o", "%T")
@@ -215,10 +209,11 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
-// startMunge starts the host's munged if it is not running; every cluster
-// on the host shares it, as on a real head node.
+// startMunge starts the host's munged unless a credential round trip
+// already works; every cluster on the host shares it, as on a real head
+// node.
 func (c *Cluster) startMunge() {
-	if exec.Command("pgrep", "-x", "munged").Run() == nil {
+	if mungeWorks() {
 		return
 	}
 	for _, cmd := range [][]string{
@@ -230,6 +225,16 @@ func (c *Cluster) startMunge() {
 			c.t.Fatalf("starting munged: %s: %v\n%s", strings.Join(cmd, " "), err, out)
 		}
 	}
+	c.waitFor("munged to answer", 30*time.Second, func() error {
+		if !mungeWorks() {
+			return errors.New("munge -n | unmunge fails")
+		}
+		return nil
+	})
+}
+
+func mungeWorks() bool {
+	return exec.Command("sh", "-c", "munge -n | unmunge").Run() == nil
 }
 
 // startMariaDB starts a throwaway server in Dir/db and creates the slurm
@@ -417,8 +422,13 @@ func (c *Cluster) RestartCtld(priorityFlags string) {
 	c.StopDaemon("slurmctld")
 	c.cfg.PriorityFlags = priorityFlags
 	c.writeConfigs()
+	c.startCtld()
+}
+
+// startCtld starts slurmctld and waits until it answers.
+func (c *Cluster) startCtld() {
 	c.StartDaemon("slurmctld")
-	c.waitFor("slurmctld to answer after restart", 60*time.Second, func() error {
+	c.waitFor("slurmctld to answer", 60*time.Second, func() error {
 		out, err := c.Run("scontrol", "ping")
 		if err == nil && !strings.Contains(out, "UP") {
 			err = errors.New(out)
