@@ -1,0 +1,163 @@
+package slurmconf
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+// TestRealConfigs reads the slurm.conf files real Slurm 24.11.7 ran with
+// (../shared/slurm-captures/24.11.7).
+func TestRealConfigs(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		alg    fairshare.Algorithm
+		limits bool
+	}{
+		{"slurm.conf", fairshare.AlgorithmFairTree, false},
+		{"slurm-classic.conf", fairshare.AlgorithmClassic, false},
+		{"slurm-limits.conf", fairshare.AlgorithmFairTree, true},
+	} {
+		c, err := Load(os.DirFS("../testdata/slurm-24.11"), tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ClusterName != "v2411" || c.Algorithm() != tc.alg || c.EnforceLimits() != tc.limits ||
+			c.PriorityDecayHalfLife != time.Hour || c.PriorityCalcPeriod != time.Minute ||
+			c.PriorityWeightFairshare != 100000 || c.PriorityWeightAge != 1000 || c.PriorityType != "priority/multifactor" {
+			t.Errorf("%s: %+v", tc.file, c)
+		}
+		if len(c.Partitions) != 1 || c.Partitions[0].Name != "main" {
+			t.Errorf("%s: partitions %+v", tc.file, c.Partitions)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := FromRaw(&Raw{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Algorithm() != fairshare.AlgorithmFairTree || c.PriorityDecayHalfLife != 7*24*time.Hour || c.PriorityCalcPeriod != 5*time.Minute ||
+		c.FairShareDampeningFactor != 1 || c.PriorityUsageResetPeriod != "NONE" || c.EnforceLimits() {
+		t.Errorf("defaults %+v", c)
+	}
+}
+
+func TestSyntax(t *testing.T) {
+	fsys := fstest.MapFS{
+		"etc/slurm/slurm.conf": {Data: []byte(`# a comment
+ClusterName=Alpha   # lower-cased like slurmctld does
+prioritytype = priority/multifactor
+PriorityFlags=NO_FAIR_TREE,\
+MAX_TRES
+PriorityWeightTRES="CPU=1000,Mem=2000"
+Include prio.d/*.conf
+PartitionName=DEFAULT PriorityJobFactor=5
+PartitionName=gpu Nodes=n[1-4] TRESBillingWeights=CPU=1.0,Mem=0.25G,GRES/gpu=2.0 PriorityJobFactor=10 PriorityTier=2
+NodeName=n[1-4] CPUs=64
+StateSaveLocation=/var/spool/slurm\#ctld
+`)},
+		"etc/slurm/prio.d/10-decay.conf": {Data: []byte("PriorityDecayHalfLife=14-0\nPriorityCalcPeriod=2:30\n")},
+		"etc/slurm/prio.d/20-enforce.conf": {Data: []byte("AccountingStorageEnforce=associations,Limits,qos\nFairShareDampeningFactor=3\n")},
+	}
+	c, err := Load(fsys, "etc/slurm/slurm.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClusterName != "alpha" || c.PriorityType != "priority/multifactor" || c.Algorithm() != fairshare.AlgorithmClassic ||
+		c.PriorityFlags&FlagMaxTRES == 0 || c.PriorityWeightTRES != "CPU=1000,Mem=2000" {
+		t.Errorf("%+v", c)
+	}
+	if c.PriorityDecayHalfLife != 14*24*time.Hour || c.PriorityCalcPeriod != 3*time.Minute || !c.EnforceLimits() || c.FairShareDampeningFactor != 3 {
+		t.Errorf("included settings: half-life %v, calc period %v (2:30 rounds up to 3 min), enforce %v, damp %d",
+			c.PriorityDecayHalfLife, c.PriorityCalcPeriod, c.AccountingStorageEnforce, c.FairShareDampeningFactor)
+	}
+	if len(c.Partitions) != 1 || c.Partitions[0].TRESBillingWeights != "CPU=1.0,Mem=0.25G,GRES/gpu=2.0" || c.Partitions[0].PriorityJobFactor != 10 || c.Partitions[0].PriorityTier != 2 {
+		t.Errorf("partitions %+v", c.Partitions)
+	}
+	if c.StateSaveLocation != "/var/spool/slurm#ctld" {
+		t.Errorf(`\# gave %q`, c.StateSaveLocation)
+	}
+	if p := c.Pos["prioritydecayhalflife"]; p.File != "etc/slurm/prio.d/10-decay.conf" || p.Line != 1 {
+		t.Errorf("position %v", p)
+	}
+}
+
+func TestTimes(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"0": 0, "5": 5 * time.Minute, "90": 90 * time.Minute, "1:30": 2 * time.Minute, "1:00:00": time.Hour,
+		"7-0": 7 * 24 * time.Hour, "0-01:00:00": time.Hour, "1-2": 26 * time.Hour, "1-2:30": 26*time.Hour + 30*time.Minute,
+		"0-0:0:1": time.Minute,
+	} {
+		got, err := minutes(in)
+		if err != nil || got != want {
+			t.Errorf("%q: %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "1:2:3:4", "-1", "1-x", "7d", "1.5"} {
+		if _, err := minutes(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestErrors: each names the file, the line and the key.
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		conf, want string
+	}{
+		{"\n\nPriorityDecayHalfLife=7days\n", "slurm.conf:3: PriorityDecayHalfLife=7days: expected a time"},
+		{"PriorityFlags=FAIR_TREE,BOGUS\n", "slurm.conf:1: PriorityFlags=FAIR_TREE,BOGUS: unknown flag \"BOGUS\""},
+		{"PriorityFlags=TICKET_BASED\n", "removed in Slurm 15.08"},
+		{"FairShareDampeningFactor=0\n", "FairShareDampeningFactor=0: expected an integer from 1"},
+		{"PriorityUsageResetPeriod=HOURLY\n", "PriorityUsageResetPeriod=HOURLY: expected NONE"},
+		{"AccountingStorageEnforce=limit\n", "unknown enforcement \"limit\""},
+		{"PriorityCalcPeriod=0\n", "PriorityCalcPeriod=0: expected at least one minute"},
+		{"PriorityWeightAge=-5\n", "PriorityWeightAge=-5: expected an integer"},
+		{"PartitionName=p PriorityTier=x\n", "slurm.conf:1: PartitionName=p PriorityTier=x"},
+		{"just words\n", "slurm.conf:1: \"just\": expected Key=Value"},
+		{"A=\"unterminated\n", "unterminated quoted value"},
+		{"Include missing.conf\n", "Include /missing.conf: no such file"},
+	} {
+		fsys := fstest.MapFS{"slurm.conf": {Data: []byte(tc.conf)}}
+		_, err := Load(fsys, "slurm.conf")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.conf, err, tc.want)
+		}
+	}
+	fsys := fstest.MapFS{"a.conf": {Data: []byte("Include a.conf\n")}}
+	if _, err := Load(fsys, "a.conf"); err == nil || !strings.Contains(err.Error(), "levels of Include") {
+		t.Errorf("include loop: %v", err)
+	}
+	if _, err := Load(fstest.MapFS{}, "nope.conf"); err == nil || !strings.Contains(err.Error(), "nope.conf") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func FuzzConfig(f *testing.F) {
+	for _, s := range []string{"ClusterName=x\nPriorityFlags=NO_FAIR_TREE\n", "PartitionName=p TRESBillingWeights=CPU=1\\\n Nodes=a\n",
+		"PriorityDecayHalfLife=1-2:3:4 # c\n", "A=\"b c\" D=e\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, conf string) {
+		raw, err := Parse("slurm.conf", strings.NewReader(conf))
+		if err != nil {
+			return
+		}
+		c, err := FromRaw(raw)
+		if err != nil {
+			if !strings.Contains(err.Error(), "slurm.conf:") {
+				t.Fatalf("error without position: %v", err)
+			}
+			return
+		}
+		if c.PriorityCalcPeriod <= 0 || c.FairShareDampeningFactor == 0 || c.PriorityDecayHalfLife < 0 {
+			t.Fatalf("invalid config accepted: %+v", c)
+		}
+	})
+}
