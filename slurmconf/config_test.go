@@ -62,7 +62,7 @@ PartitionName=gpu Nodes=n[1-4] TRESBillingWeights=CPU=1.0,Mem=0.25G,GRES/gpu=2.0
 NodeName=n[1-4] CPUs=64
 StateSaveLocation=/var/spool/slurm\#ctld
 `)},
-		"etc/slurm/prio.d/10-decay.conf": {Data: []byte("PriorityDecayHalfLife=14-0\nPriorityCalcPeriod=2:30\n")},
+		"etc/slurm/prio.d/10-decay.conf":   {Data: []byte("PriorityDecayHalfLife=14-0\nPriorityCalcPeriod=2:30\n")},
 		"etc/slurm/prio.d/20-enforce.conf": {Data: []byte("AccountingStorageEnforce=associations,Limits,qos\nFairShareDampeningFactor=3\n")},
 	}
 	c, err := Load(fsys, "etc/slurm/slurm.conf")
