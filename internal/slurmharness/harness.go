@@ -3,7 +3,7 @@
 // slurmd, each on private ports with its own configuration, state and spool
 // directories, so that two test packages never collide. It installs what is
 // missing (as root, with apt-get), and under CI=true it fails instead of
-// skipping when it cannot.
+// skipping when it cannot (internal/testenv).
 package slurmharness
 
 import (
@@ -22,6 +22,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // Packages are the Debian packages the harness needs.
@@ -30,62 +33,14 @@ var Packages = []string{"munge", "slurmdbd", "slurmctld", "slurmd", "slurm-clien
 var binaries = []string{"munged", "munge", "unmunge", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sshare", "sbatch", "squeue",
 	"scancel", "scontrol", "sinfo", "mariadb-install-db", "mariadbd", "mariadb"}
 
-// CI reports whether integration tests must run (CI=true): a missing
-// component is then a failure, never a skip.
-func CI() bool { return os.Getenv("CI") == "true" }
-
-// skipOrFail skips the test, or fails it under CI.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if CI() {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-var installOnce sync.Once
-var installErr error
-
-// Require makes sure Slurm and MariaDB are installed, installing Debian's
-// packages when missing and running as root.
+// Require makes sure Slurm and MariaDB are installed (testenv.Require) and
+// that the test runs as root, which slurmd needs to run jobs as other users.
 func Require(t testing.TB) {
 	t.Helper()
-	if testing.Short() && !CI() {
-		t.Skip("real Slurm: skipped with -short")
-	}
+	testenv.Require(t, binaries, Packages)
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "real Slurm needs root (slurmd runs jobs as other users)")
+		testenv.SkipOrFail(t, "real Slurm needs root (slurmd runs jobs as other users)")
 	}
-	installOnce.Do(func() {
-		if missing() == nil {
-			return
-		}
-		env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq"}, Packages...)} {
-			cmd := exec.Command("apt-get", args...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				installErr = fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, tail(out))
-				return
-			}
-		}
-		if m := missing(); m != nil {
-			installErr = fmt.Errorf("still missing after apt-get install: %s", strings.Join(m, ", "))
-		}
-	})
-	if installErr != nil {
-		skipOrFail(t, "installing Slurm: %v", installErr)
-	}
-}
-
-func missing() []string {
-	var m []string
-	for _, b := range binaries {
-		if _, err := exec.LookPath(b); err != nil {
-			m = append(m, b)
-		}
-	}
-	return m
 }
 
 // Config describes the cluster to start.
@@ -115,9 +70,9 @@ type Cluster struct {
 	Dir string
 	// Conf is the path of slurm.conf; SLURM_CONF for every client.
 	Conf string
-	// DBPort is the throwaway MariaDB's TCP port on 127.0.0.1; its root
-	// user has no password.
-	DBPort                   int
+	// DB is the cluster's throwaway MariaDB; slurmdbd connects as user
+	// slurm, root has no password.
+	DB                       *mariadbtest.Server
 	dbdPort, ctldPort, dPort int
 	host                     string
 
@@ -155,16 +110,22 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	}
 	host, _, _ = strings.Cut(host, ".")
 	c := &Cluster{t: t, cfg: cfg, Name: "h" + randHex(4), Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), host: host, procs: map[string]*exec.Cmd{}}
-	ports := freePorts(t, 4)
-	c.DBPort, c.dbdPort, c.ctldPort, c.dPort = ports[0], ports[1], ports[2], ports[3]
-	t.Cleanup(c.teardown)
-	for _, d := range []string{"state", "spool", "db"} {
+	ports := freePorts(t, 3)
+	c.dbdPort, c.ctldPort, c.dPort = ports[0], ports[1], ports[2]
+	for _, d := range []string{"state", "spool"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// MariaDB first: t.Cleanup runs last-in first-out, so it stops after
+	// the Slurm daemons.
+	c.DB = mariadbtest.Start(t, dir)
+	t.Cleanup(c.teardown)
 	c.startMunge()
-	c.startMariaDB()
+	if _, err := c.SQL("CREATE USER 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';" +
+		" GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'"); err != nil {
+		t.Fatalf("creating the slurm database user: %v", err)
+	}
 	c.writeConfigs()
 	c.StartDaemon("slurmdbd")
 	c.waitFor("slurmdbd to answer", 60*time.Second, func() error {
@@ -237,40 +198,8 @@ func mungeWorks() bool {
 	return exec.Command("sh", "-c", "munge -n | unmunge").Run() == nil
 }
 
-// startMariaDB starts a throwaway server in Dir/db and creates the slurm
-// user slurmdbd connects as.
-func (c *Cluster) startMariaDB() {
-	data := filepath.Join(c.Dir, "db")
-	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+data,
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("mariadb-install-db: %v\n%s", err, tail(out))
-	}
-	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+data,
-		"--socket="+filepath.Join(c.Dir, "my.sock"), fmt.Sprintf("--port=%d", c.DBPort), "--bind-address=127.0.0.1",
-		"--pid-file="+filepath.Join(c.Dir, "db.pid"), "--log-error="+filepath.Join(c.Dir, "db.err"),
-		"--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900", "--skip-log-bin")
-	c.spawn("mariadbd", cmd)
-	c.waitFor("MariaDB to answer", 60*time.Second, func() error {
-		_, err := c.SQL("SELECT 1")
-		return err
-	})
-	if _, err := c.SQL("CREATE USER 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';" +
-		" GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'"); err != nil {
-		c.t.Fatalf("creating the slurm database user: %v", err)
-	}
-}
-
-// SQL runs statements as root on the cluster's MariaDB and returns the
-// tab-separated result without a header.
-func (c *Cluster) SQL(stmts string) (string, error) {
-	cmd := exec.Command("mariadb", "--no-defaults", "-h127.0.0.1", fmt.Sprintf("-P%d", c.DBPort), "-uroot", "-N", "-B", "-e", stmts)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("mariadb: %v: %s", err, bytes.TrimSpace(out))
-	}
-	return string(out), nil
-}
+// SQL runs statements as root on the cluster's MariaDB.
+func (c *Cluster) SQL(stmts string) (string, error) { return c.DB.SQL(stmts) }
 
 func (c *Cluster) writeConfigs() {
 	dbd := fmt.Sprintf(`AuthType=auth/munge
@@ -286,7 +215,7 @@ StorageLoc=slurm_acct_db
 PidFile=%[3]s/slurmdbd.pid
 LogFile=%[3]s/slurmdbd.log
 DebugLevel=info
-`, c.dbdPort, c.DBPort, c.Dir)
+`, c.dbdPort, c.DB.Port, c.Dir)
 	if err := os.WriteFile(filepath.Join(c.Dir, "slurmdbd.conf"), []byte(dbd), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
@@ -441,7 +370,7 @@ func (c *Cluster) teardown() {
 	if c.t.Failed() {
 		for _, f := range []string{"slurmctld.log", "slurmdbd.log", "slurmd.log"} {
 			if b, err := os.ReadFile(filepath.Join(c.Dir, f)); err == nil {
-				c.t.Logf("--- %s (tail)\n%s", f, tail(b))
+				c.t.Logf("--- %s (tail)\n%s", f, testenv.Tail(b))
 			}
 		}
 	}
@@ -452,10 +381,10 @@ func (c *Cluster) teardown() {
 		}
 		c.waitJobsGone(30 * time.Second)
 	}
-	for _, name := range []string{"slurmd", "slurmctld", "slurmdbd", "mariadbd"} {
+	for _, name := range []string{"slurmd", "slurmctld", "slurmdbd"} {
 		c.StopDaemon(name)
 	}
-	if !c.t.Failed() || CI() {
+	if !c.t.Failed() || testenv.CI() {
 		os.RemoveAll(c.Dir)
 	} else {
 		c.t.Logf("kept %s for inspection", c.Dir)
@@ -532,12 +461,4 @@ func (c *Cluster) waitFor(what string, d time.Duration, ok func() error) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	c.t.Fatalf("waiting %v for %s: %v", d, what, err)
-}
-
-func tail(b []byte) string {
-	const n = 3000
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }

@@ -1,0 +1,181 @@
+// Package slurmdbd reads the slurmdbd MySQL/MariaDB schema, read-only. It is
+// the only package of the exporter that speaks SQL. The schema is that of
+// src/plugins/accounting_storage/mysql/ of SchedMD/slurm, 20.11 to 26.05;
+// columns are detected, not inferred from a version number.
+package slurmdbd
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// DB is a pool of read-only connections to a slurmdbd database.
+type DB struct {
+	db *sql.DB
+	// Timeout bounds every query.
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds each query unless DB.Timeout says otherwise.
+const DefaultTimeout = 30 * time.Second
+
+// Open connects with the DSN (go-sql-driver/mysql syntax) and makes every
+// pooled connection read-only: the driver sets the session's read-only
+// transaction variable on each new connection, named tx_read_only on
+// MariaDB before 11.1 and MySQL 5.x, transaction_read_only on MySQL 8 and
+// MariaDB 11.1+. A SELECT grant on slurm_acct_db is all it needs.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's message may quote the DSN, password included.
+		return nil, errors.New("database DSN: not a valid go-sql-driver/mysql DSN (user:password@tcp(host:port)/slurm_acct_db)")
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("database DSN: no database name: expected user:password@tcp(host:port)/slurm_acct_db")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	variable, err := readOnlyVariable(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[variable] = "1"
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxLifetime(10 * time.Minute)
+	d := &DB{db: db, Timeout: DefaultTimeout}
+	ctx, cancel := d.ctx(ctx)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
+	}
+	return d, nil
+}
+
+// readOnlyVariable asks the server which name it knows.
+func readOnlyVariable(ctx context.Context, cfg *mysql.Config) (string, error) {
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return "", fmt.Errorf("database %s: %w", cfg.Addr, err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	var v sql.NullString
+	err = db.QueryRowContext(ctx, "SELECT @@session.transaction_read_only").Scan(&v)
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		return "transaction_read_only", nil
+	case errors.As(err, &me) && me.Number == 1193: // ER_UNKNOWN_SYSTEM_VARIABLE
+		return "tx_read_only", nil
+	}
+	return "", fmt.Errorf("database %s: %w", cfg.Addr, err)
+}
+
+// Close closes the pool.
+func (d *DB) Close() error { return d.db.Close() }
+
+func (d *DB) ctx(parent context.Context) (context.Context, context.CancelFunc) {
+	t := d.Timeout
+	if t <= 0 {
+		t = DefaultTimeout
+	}
+	return context.WithTimeout(parent, t)
+}
+
+// query runs q under the timeout and calls scan for each row.
+func (d *DB) query(ctx context.Context, what, q string, scan func(*sql.Rows) error, args ...any) error {
+	ctx, cancel := d.ctx(ctx)
+	defer cancel()
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// Exec runs a statement; it exists to show, in tests, that the exporter's
+// connections refuse writes.
+func (d *DB) Exec(ctx context.Context, stmt string) error {
+	ctx, cancel := d.ctx(ctx)
+	defer cancel()
+	_, err := d.db.ExecContext(ctx, stmt)
+	return err
+}
+
+// clusterName is what the exporter accepts as a table-name prefix, on top
+// of the name being listed in cluster_table.
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
+
+const sqlClusters = "SELECT name FROM `cluster_table` WHERE deleted = 0 ORDER BY name"
+
+// Clusters lists the live clusters of cluster_table.
+func (d *DB) Clusters(ctx context.Context) ([]string, error) {
+	var names []string
+	err := d.query(ctx, "reading cluster_table", sqlClusters, func(r *sql.Rows) error {
+		var n string
+		if err := r.Scan(&n); err != nil {
+			return err
+		}
+		names = append(names, n)
+		return nil
+	})
+	return names, err
+}
+
+// Cluster checks that name is a live cluster of cluster_table whose name
+// is safe as a table prefix, and returns it for the per-cluster readers.
+func (d *DB) Cluster(ctx context.Context, name string) (Cluster, error) {
+	names, err := d.Clusters(ctx)
+	if err != nil {
+		return Cluster{}, err
+	}
+	for _, n := range names {
+		if n == name {
+			if !clusterName.MatchString(n) {
+				return Cluster{}, fmt.Errorf("cluster %q: name not usable as a table prefix: expected letters, digits, '_' and '-'", n)
+			}
+			return Cluster{db: d, Name: n}, nil
+		}
+	}
+	return Cluster{}, fmt.Errorf("cluster %q is not in cluster_table: expected one of %v", name, names)
+}
+
+// Cluster reads one cluster's tables.
+type Cluster struct {
+	db   *DB
+	Name string
+}
+
+// table is the quoted name of the cluster's table, e.g. `c_assoc_table`;
+// the name was checked by DB.Cluster.
+func (c Cluster) table(suffix string) string {
+	return "`" + c.Name + "_" + suffix + "`"
+}

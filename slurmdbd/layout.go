@@ -1,0 +1,75 @@
+package slurmdbd
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Layout says which optional columns and tables a cluster's schema has.
+type Layout struct {
+	// LftRgt: the nested set, maintained up to 23.11, left at 0 for new
+	// rows by 24.11, dropped in 25.05.
+	LftRgt bool
+	// IDParent and Lineage: 23.11+.
+	IDParent, Lineage bool
+	// AcctFlags: acct_table.flags, 24.05+.
+	AcctFlags bool
+	// IDAlt: id_alt in the usage tables, 24.11+.
+	IDAlt bool
+	// QOSUsage: <cluster>_qos_usage_{hour,day,month}_table, 24.11+.
+	QOSUsage bool
+}
+
+// required columns per table suffix ("" for global tables).
+var required = map[string][]string{
+	"assoc_table":            {"id_assoc", "user", "acct", "partition", "parent_acct", "shares", "deleted"},
+	"assoc_usage_hour_table": {"id", "id_tres", "time_start", "alloc_secs"},
+	"last_ran_table":         {"hourly_rollup", "daily_rollup", "monthly_rollup"},
+	"job_table":              {"job_db_inx", "id_assoc", "id_qos", "time_start", "time_end", "tres_alloc", "deleted"},
+}
+
+const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?)"
+
+// Layout detects the cluster's schema and fails, naming the column, when
+// one the exporter needs is missing.
+func (c Cluster) Layout(ctx context.Context) (Layout, error) {
+	tables := []string{"assoc_table", "assoc_usage_hour_table", "last_ran_table", "job_table", "qos_usage_hour_table"}
+	args := []any{"acct_table"}
+	for _, t := range tables {
+		args = append(args, c.Name+"_"+t)
+	}
+	cols := map[string]map[string]bool{}
+	err := c.db.query(ctx, "reading information_schema.columns", sqlColumns, func(r *sql.Rows) error {
+		var t, col string
+		if err := r.Scan(&t, &col); err != nil {
+			return err
+		}
+		t = strings.TrimPrefix(t, c.Name+"_")
+		if cols[t] == nil {
+			cols[t] = map[string]bool{}
+		}
+		cols[t][strings.ToLower(col)] = true
+		return nil
+	}, args...)
+	if err != nil {
+		return Layout{}, err
+	}
+	for t, need := range required {
+		for _, col := range need {
+			if !cols[t][col] {
+				return Layout{}, fmt.Errorf("cluster %s: table %s_%s has no column %s: not a slurmdbd schema this exporter knows (20.11 to 26.05)", c.Name, c.Name, t, col)
+			}
+		}
+	}
+	a := cols["assoc_table"]
+	return Layout{
+		LftRgt:    a["lft"] && a["rgt"],
+		IDParent:  a["id_parent"],
+		Lineage:   a["lineage"],
+		AcctFlags: cols["acct_table"]["flags"],
+		IDAlt:     cols["assoc_usage_hour_table"]["id_alt"],
+		QOSUsage:  cols["qos_usage_hour_table"]["id_alt"],
+	}, nil
+}
