@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -16,11 +17,13 @@ import (
 const sshareUsageErr = 1
 
 type checkCmd struct {
-	SshareFile string  `name:"sshare-file" required:"" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n) to replay: the tree, shares and raw usage come from it and every other column is recomputed and compared."`
-	Algorithm  string  `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (from the header: LevelFS means Fair Tree), classic, fair_tree or depth_oblivious."`
-	Dampening  float64 `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm."`
-	Tolerance  float64 `default:"1e-6" help:"Absolute drift allowed on top of what sshare's rounding of RawUsage to an integer explains."`
+	SshareFile string  `name:"sshare-file" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode."`
+	Algorithm  string  `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
+	Dampening  float64 `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
+	Tolerance  float64 `default:"1e-6" help:"Absolute drift allowed on top of what the inputs' precision explains (sshare prints 6 decimals)."`
 	Output     string  `default:"table" enum:"table,json" help:"Output format: table or json."`
+
+	database
 }
 
 func (c *checkCmd) Validate() error {
@@ -30,28 +33,26 @@ func (c *checkCmd) Validate() error {
 	if !(c.Tolerance >= 0) {
 		return fmt.Errorf("--tolerance %v: expected a number >= 0", c.Tolerance)
 	}
-	return nil
+	if c.SshareFile == "" && !c.database.enabled() {
+		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")
+	}
+	return c.database.validate()
 }
 
 const depthObliviousNote = "depth_oblivious is best effort: slurmctld sums siblings' normalized usage that it computes lazily, mixing values from different moments"
 
 func (c *checkCmd) Run(env *runEnv) error {
+	if c.database.enabled() {
+		return c.runDatabase(env)
+	}
 	f, err := os.Open(c.SshareFile)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	var layout sshare.Layout
-	if c.Algorithm != "auto" {
-		fairTree := c.Algorithm == string(fairshare.AlgorithmFairTree)
-		layout = func(n int) ([]string, error) { return sshare.ColumnsForCount(n, fairTree) }
-	}
-	out, err := sshare.Parse(f, layout)
-	if errors.Is(err, sshare.ErrNoHeader) {
-		return fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", c.SshareFile)
-	}
+	out, err := parseSshare(f, c.SshareFile, c.Algorithm)
 	if err != nil {
-		return fmt.Errorf("%s: %w", c.SshareFile, err)
+		return err
 	}
 	alg := fairshare.Algorithm(c.Algorithm)
 	if c.Algorithm == "auto" {
@@ -77,7 +78,31 @@ func (c *checkCmd) Run(env *runEnv) error {
 	if alg == fairshare.AlgorithmDepthOblivious {
 		rep.Note = depthObliviousNote
 	}
-	if c.Output == "json" {
+	return writeReport(env, rep, c.Output)
+}
+
+// parseSshare reads sshare output; without a header, the algorithm tells
+// the columns.
+func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
+	var layout sshare.Layout
+	if algorithm != "auto" {
+		fairTree := algorithm == string(fairshare.AlgorithmFairTree)
+		layout = func(n int) ([]string, error) { return sshare.ColumnsForCount(n, fairTree) }
+	}
+	out, err := sshare.Parse(r, layout)
+	if errors.Is(err, sshare.ErrNoHeader) {
+		return nil, fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// writeReport prints the report and turns drift into exit status 1.
+func writeReport(env *runEnv, rep *drift.Report, format string) error {
+	var err error
+	if format == "json" {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(rep)

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -100,6 +104,12 @@ func TestRealSlurmReplay(t *testing.T) {
 	captures := map[string]string{}
 	c.WaitDecayPass()
 	captures["running-fairtree.txt"] = c.Sshare("-a", "-l", "-P")
+	// The pass just written is the phase database mode will use.
+	if ran, _, err := slurmstate.LastDecayRan(c.StateDir()); err != nil || time.Since(ran) > 2*time.Minute || time.Since(ran) < 0 {
+		t.Errorf("priority_last_decay_ran: last pass %v, %v: expected within the last PriorityCalcPeriod", ran, err)
+	}
+	// Database mode while jobs run (no rollup yet: the job table path).
+	checkDatabase(t, c)
 
 	// rita's usage stays with exp after her association is removed.
 	c.WaitGone(3*time.Minute, ritaJob)
@@ -127,6 +137,15 @@ func TestRealSlurmReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	captures["assoc-lft.tsv"] = lft
+	dump, err := exec.Command("mariadb-dump", "--no-defaults", "-h127.0.0.1", fmt.Sprintf("-P%d", c.DB.Port), "-uroot", "--skip-dump-date", "slurm_acct_db").Output()
+	if err != nil {
+		t.Fatalf("mariadb-dump: %v", err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(dump)
+	zw.Close()
+	captures["slurm_acct_db.sql.gz"] = gz.String()
 
 	if *update {
 		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
@@ -139,7 +158,9 @@ func TestRealSlurmReplay(t *testing.T) {
 		}
 	}
 	for name, text := range captures {
-		t.Logf("%s:\n%s", name, text)
+		if strings.HasSuffix(name, ".txt") {
+			t.Logf("%s:\n%s", name, text)
+		}
 	}
 	checkGoldenCaptures(t, func(name string) []byte { return []byte(captures[name]) })
 }
@@ -409,4 +430,38 @@ func treeInLftOrder(t *testing.T, out *sshare.Output, tsv []byte) (tree *fairsha
 		t.Fatal(err)
 	}
 	return tree, order
+}
+
+// checkDatabase runs check in database mode against the running cluster,
+// as a SELECT-only user, with sshare run by check itself: the tree and
+// shares must be sshare's, raw usage within 0.5% and FairShare within 0.01
+// (the command's defaults).
+func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
+	t.Helper()
+	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"check", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--output", "json"}, &stdout, &stderr)
+	var rep drift.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("check database mode exited %d: %v\n%s\n%s", code, err, stdout.String(), stderr.String())
+	}
+	t.Logf("database mode while jobs run: %+v, largest drift %s, note %q", rep.Summary.Counts, rep.Summary.MaxDrift.String(), rep.Note)
+	worst := 0.0
+	for _, e := range rep.Associations {
+		if e.Status != drift.StatusOK {
+			t.Errorf("%s/%s/%s: %s: computed %s, reported %s", e.Account, e.User, e.Partition, e.Status, e.Computed, e.Reported)
+			continue
+		}
+		if r := float64(e.Reported.RawUsage); r > 0 {
+			worst = math.Max(worst, math.Abs(float64(e.Drift.RawUsage))/r)
+		}
+	}
+	t.Logf("largest relative RawUsage drift: %.4f%%", 100*worst)
+	if code != 0 || strings.Contains(rep.Note, "unknown") {
+		t.Errorf("exit %d, note %q: %s", code, rep.Note, stderr.String())
+	}
 }

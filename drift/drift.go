@@ -156,22 +156,38 @@ func Compare(alg fairshare.Algorithm, tolerance float64, reported, computed []Si
 	}
 	maxDrift := r.Summary.MaxDrift.fields()
 	// Without sshare -m, one user's associations in several partitions
-	// share a key; they are matched in order.
+	// share a key and the partition is unknown: they are matched in order.
 	byKey := make(map[Key][]int, len(computed))
+	byUser := make(map[Key][]int, len(computed))
 	for i, c := range computed {
 		byKey[c.Key] = append(byKey[c.Key], i)
+		u := Key{Account: c.Key.Account, User: c.Key.User}
+		byUser[u] = append(byUser[u], i)
 	}
 	used := make([]bool, len(computed))
+	match := func(k Key) int {
+		for _, ci := range byKey[k] {
+			if !used[ci] {
+				return ci
+			}
+		}
+		if k.Partition == "" {
+			for _, ci := range byUser[k] {
+				if !used[ci] {
+					return ci
+				}
+			}
+		}
+		return -1
+	}
 	for i := range reported {
 		rep := &reported[i]
 		e := Entry{Account: rep.Key.Account, User: rep.Key.User, Partition: rep.Key.Partition, Parent: rep.Parent, Depth: rep.Depth}
 		rv := rep.Values
 		e.Reported = &rv
-		if cands := byKey[rep.Key]; len(cands) == 0 {
+		if ci := match(rep.Key); ci < 0 {
 			e.Status = StatusOnlyReported
 		} else {
-			ci := cands[0]
-			byKey[rep.Key] = cands[1:]
 			used[ci] = true
 			com := &computed[ci]
 			cv := com.Values

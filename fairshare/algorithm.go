@@ -72,10 +72,7 @@ func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening flo
 		p := t.fsParent[i]
 		o := &out[i]
 		if fairTree {
-			if a[i].IsUser() && t.users > 0 {
-				v := vals[i]
-				o.FairShare = float64(max(v.Rank-v.RankMin, v.RankMax-v.Rank)) / float64(t.users)
-			}
+			o.FairShare = vals[i].RankSpread(t.users)
 			o.EffectiveUsage = ratioErr(a[i].RawUsage, a[p].RawUsage)
 			if ue, lfs := vals[i].EffectiveUsage, vals[i].LevelFS; lfs > 0 && !math.IsNaN(lfs) {
 				if a[i].RawUsage < usageErr || o.EffectiveUsage*2 >= ue {

@@ -282,6 +282,16 @@ type Values struct {
 	RankMin, RankMax int32
 }
 
+// RankSpread is how far FairShare could move under another order of tied
+// sibling accounts: the larger distance from Rank to RankMin or RankMax,
+// over the number of users. 0 outside Fair Tree.
+func (v Values) RankSpread(users int) float64 {
+	if users == 0 {
+		return 0
+	}
+	return float64(max(v.Rank-v.RankMin, v.RankMax-v.Rank)) / float64(users)
+}
+
 var blank = math.NaN()
 
 // normUsage is set_assoc_usage_norm (priority_multifactor.c): the share of

@@ -3,6 +3,7 @@ package slurmdbd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,24 +16,40 @@ import (
 )
 
 type release struct {
-	dir, cluster string
-	layout       Layout
+	name, dir, cluster string
+	layout             Layout
+	// alter turns a real database into an older layout (a derived test:
+	// no capture of that release exists here).
+	alter string
+	// sameOrder: sshare lists associations in slurmctld's order (23.11+,
+	// by lineage); before, it sorts them by name.
+	sameOrder bool
 }
 
 // releases are real databases: full dumps taken from real slurmdbd
-// (testdata/README.md says how).
+// (testdata/README.md says how), and layouts derived from them.
 var releases = []release{
-	{"slurm-24.11", "v2411", Layout{LftRgt: true, IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true}},
-	{"slurm-25.11", "v2511", Layout{IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true}},
+	{name: "22.05", dir: "slurm-22.05", cluster: "", layout: Layout{LftRgt: true}},
+	{name: "23.11 (derived from 24.11: no acct flags, id_alt or QOS usage tables)", dir: "slurm-24.11", cluster: "v2411",
+		layout: Layout{LftRgt: true, IDParent: true, Lineage: true}, sameOrder: true,
+		alter: "ALTER TABLE acct_table DROP COLUMN flags; ALTER TABLE v2411_assoc_usage_hour_table DROP COLUMN id_alt;" +
+			" DROP TABLE v2411_qos_usage_hour_table, v2411_qos_usage_day_table, v2411_qos_usage_month_table"},
+	{name: "24.11", dir: "slurm-24.11", cluster: "v2411", layout: Layout{LftRgt: true, IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true}, sameOrder: true},
+	{name: "25.11", dir: "slurm-25.11", cluster: "v2511", layout: Layout{IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true}, sameOrder: true},
 }
 
-// loadRelease loads a release's dump into its own database on srv and
+var dbSeq int
+
+// loadRelease loads a release's dump into a database of its own on srv and
 // opens it as a SELECT-only user.
 func loadRelease(t *testing.T, srv *mariadbtest.Server, r release) *DB {
 	t.Helper()
-	name := "db_" + strings.ReplaceAll(r.dir, ".", "_")
-	name = strings.ReplaceAll(name, "-", "_")
+	dbSeq++
+	name := fmt.Sprintf("db%d", dbSeq)
 	srv.Load(name, filepath.Join("..", "testdata", r.dir, "slurm_acct_db.sql.gz"))
+	if r.alter != "" {
+		srv.MustSQL("USE " + name + "; " + r.alter)
+	}
 	srv.CreateReader("reader", "s3cret", name)
 	d, err := Open(context.Background(), srv.DSN("reader", "s3cret", name))
 	if err != nil {
@@ -46,12 +63,13 @@ func TestReleases(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	ctx := context.Background()
 	for _, r := range releases {
-		t.Run(r.dir, func(t *testing.T) {
+		t.Run(r.name, func(t *testing.T) {
 			d := loadRelease(t, srv, r)
 			names, err := d.Clusters(ctx)
-			if err != nil || len(names) != 1 || names[0] != r.cluster {
+			if err != nil || len(names) != 1 || r.cluster != "" && names[0] != r.cluster {
 				t.Fatalf("clusters %v, %v", names, err)
 			}
+			r.cluster = names[0]
 			if _, err := d.Cluster(ctx, "nope"); err == nil || !strings.Contains(err.Error(), `cluster "nope" is not in cluster_table`) {
 				t.Errorf("unknown cluster: %v", err)
 			}
@@ -71,15 +89,31 @@ func TestReleases(t *testing.T) {
 			if err != nil || len(tree.Problems) > 0 {
 				t.Fatalf("%v %v", err, tree.Problems)
 			}
-			compareWithSshare(t, tree, filepath.Join("..", "testdata", r.dir, "sshare-a-l-P.txt"))
+			capture := "sshare-a-l-P.txt"
+			if r.dir == "slurm-22.05" {
+				capture = "idle-fairtree-m.txt"
+			}
+			compareWithSshare(t, tree, filepath.Join("..", "testdata", r.dir, capture), r.sameOrder)
 		})
 	}
+	t.Run("unknown layout", func(t *testing.T) {
+		r := releases[3]
+		r.alter = "ALTER TABLE v2511_assoc_table DROP COLUMN shares"
+		d := loadRelease(t, srv, r)
+		c, err := d.Cluster(ctx, "v2511")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Layout(ctx); err == nil || !strings.Contains(err.Error(), "table v2511_assoc_table has no column shares") {
+			t.Errorf("error %v, want it to name the missing column", err)
+		}
+	})
 }
 
 // compareWithSshare: the tree read from the database is the one sshare
-// shows, row for row in the same order (23.11+ lists by lineage, as
-// slurmctld keeps siblings), with the same shares and parents.
-func compareWithSshare(t *testing.T, tree *Tree, file string) {
+// shows, with the same shares and parents; from 23.11 row for row in the
+// same order (sshare lists by lineage, as slurmctld keeps siblings).
+func compareWithSshare(t *testing.T, tree *Tree, file string, sameOrder bool) {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
@@ -97,10 +131,32 @@ func compareWithSshare(t *testing.T, tree *Tree, file string) {
 	if len(want) != len(tree.Assocs) {
 		t.Fatalf("%d associations in the database, %d in sshare", len(tree.Assocs), len(want))
 	}
-	for i, w := range want {
-		g := tree.Assocs[i]
-		if g.Account != w.Account || g.User != w.User || g.Parent != w.Parent || (i > 0 && g.Shares != w.Shares) {
-			t.Errorf("row %d: database %+v, sshare %+v", i, g, w)
+	if sameOrder {
+		for i, w := range want {
+			g := tree.Assocs[i]
+			if g.Account != w.Account || g.User != w.User || g.Parent != w.Parent || (i > 0 && g.Shares != w.Shares) {
+				t.Errorf("row %d: database %+v, sshare %+v", i, g, w)
+			}
+		}
+	}
+	type key struct{ acct, user, part string }
+	describe := func(as []fairshare.Association) map[key]string {
+		m := map[key]string{}
+		for _, a := range as {
+			parent := ""
+			if a.Parent >= 0 {
+				parent = as[a.Parent].Account
+			}
+			m[key{a.Account, a.User, a.Partition}] = fmt.Sprintf("parent %s shares %d", parent, a.Shares)
+		}
+		return m
+	}
+	g, w := describe(tree.Assocs), describe(want)
+	delete(g, key{"root", "", ""}) // sshare leaves root's shares blank
+	delete(w, key{"root", "", ""})
+	for k, v := range w {
+		if g[k] != v {
+			t.Errorf("%v: database %q, sshare %q", k, g[k], v)
 		}
 	}
 	if _, err := fairshare.NewTree(tree.Assocs); err != nil {
@@ -113,11 +169,11 @@ func compareWithSshare(t *testing.T, tree *Tree, file string) {
 func TestReadOnly(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	ctx := context.Background()
-	d := loadRelease(t, srv, releases[0])
+	d := loadRelease(t, srv, releases[2])
 	if err := d.Exec(ctx, "UPDATE acct_table SET description = 'x'"); err == nil {
 		t.Error("a SELECT-only user updated acct_table")
 	}
-	root, err := Open(ctx, srv.DSN("root", "", "db_slurm_24_11"))
+	root, err := Open(ctx, srv.DSN("root", "", fmt.Sprintf("db%d", dbSeq)))
 	if err != nil {
 		t.Fatal(err)
 	}

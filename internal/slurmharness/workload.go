@@ -81,9 +81,10 @@ func (c *Cluster) WaitGone(d time.Duration, ids ...string) {
 }
 
 // LastDecayRan is the content of priority_last_decay_ran in
-// StateSaveLocation, which slurmctld rewrites at the end of every decay pass.
+// StateSaveLocation (StateDir), which slurmctld rewrites at the end of
+// every decay pass.
 func (c *Cluster) LastDecayRan() []byte {
-	b, _ := os.ReadFile(filepath.Join(c.Dir, "state", "priority_last_decay_ran"))
+	b, _ := os.ReadFile(filepath.Join(c.StateDir(), "priority_last_decay_ran"))
 	return b
 }
 
@@ -106,3 +107,6 @@ func (c *Cluster) Sshare(args ...string) string {
 	c.t.Helper()
 	return c.MustRun("sshare", args...)
 }
+
+// StateDir is slurmctld's StateSaveLocation.
+func (c *Cluster) StateDir() string { return filepath.Join(c.Dir, "state") }

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// dsnEnv holds the database DSN when no --dsn-file is given. There is no
+// flag for the DSN itself: a password on a command line is visible to
+// every user of the host.
+const dsnEnv = "SLURMDBD_EXPORTER_DSN"
+
+// database are the flags of check's database mode.
+type database struct {
+	DSNFile         string        `name:"dsn-file" type:"path" help:"File holding the database DSN, user:password@tcp(host:3306)/slurm_acct_db (or set $SLURMDBD_EXPORTER_DSN). Turns on database mode."`
+	Cluster         string        `help:"Cluster to check (default: slurm.conf's ClusterName)."`
+	SlurmConf       string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings."`
+	StateDir        string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf, when readable)."`
+	At              string        `help:"Rebuild usage as of this moment: unix seconds or RFC 3339 (default: now). Needs --sshare-file taken at that moment."`
+	SshareTimeout   time.Duration `name:"sshare-timeout" default:"30s" help:"Limit for running 'sshare -a -l -P' when no --sshare-file is given."`
+	UsageTolerance  float64       `name:"usage-tolerance" default:"0.005" help:"Relative drift allowed between the database's raw usage and slurmctld's (0.005: 0.5%)."`
+	FactorTolerance float64       `name:"factor-tolerance" default:"0.01" help:"Drift allowed on FairShare in database mode."`
+}
+
+func (d *database) enabled() bool { return d.DSNFile != "" || os.Getenv(dsnEnv) != "" }
+
+func (d *database) validate() error {
+	if !(d.UsageTolerance >= 0) || !(d.FactorTolerance >= 0) {
+		return fmt.Errorf("--usage-tolerance %v, --factor-tolerance %v: expected numbers >= 0", d.UsageTolerance, d.FactorTolerance)
+	}
+	if d.SshareTimeout <= 0 {
+		return fmt.Errorf("--sshare-timeout %v: expected a positive duration", d.SshareTimeout)
+	}
+	return nil
+}
+
+func (d *database) dsn() (string, error) {
+	if d.DSNFile == "" {
+		return os.Getenv(dsnEnv), nil
+	}
+	b, err := os.ReadFile(d.DSNFile)
+	if err != nil {
+		return "", fmt.Errorf("--dsn-file: %w", err)
+	}
+	dsn := strings.TrimSpace(string(b))
+	if dsn == "" {
+		return "", fmt.Errorf("--dsn-file %s is empty: expected a DSN like user:password@tcp(host:3306)/slurm_acct_db", d.DSNFile)
+	}
+	return dsn, nil
+}
+
+func parseAt(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return now, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(n, 0), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--at %q: expected unix seconds or RFC 3339 (2026-11-22T04:00:00Z)", s)
+	}
+	return t, nil
+}
+
+func loadSlurmConf(path string) (*slurmconf.Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return slurmconf.Load(os.DirFS("/"), strings.TrimPrefix(abs, "/"))
+}
+
+// runDatabase rebuilds usage and factors from the database and compares
+// them with what sshare reports.
+func (c *checkCmd) runDatabase(env *runEnv) error {
+	ctx := context.Background()
+	if c.At != "" && c.SshareFile == "" {
+		return errors.New("--at: sshare reports the present; give --sshare-file taken at that moment")
+	}
+	at, err := parseAt(c.At, time.Now())
+	if err != nil {
+		return err
+	}
+	conf, err := loadSlurmConf(c.SlurmConf)
+	if err != nil {
+		return err
+	}
+	dsn, err := c.dsn()
+	if err != nil {
+		return err
+	}
+	var notes []string
+	passes := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits()}
+	var since time.Time
+	stateDir := c.StateDir
+	if stateDir == "" {
+		stateDir = conf.StateSaveLocation
+	}
+	if ran, reset, err := slurmstate.LastDecayRan(stateDir); err == nil {
+		passes.Phase = float64(ran.Unix())
+		if conf.PriorityUsageResetPeriod != "NONE" {
+			since = reset
+		}
+	} else {
+		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage may be off by one PriorityCalcPeriod")
+		env.log.Warn().Err(err).Msg("decay pass phase unknown")
+	}
+	db, err := slurmdbd.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	name := c.Cluster
+	if name == "" {
+		name = conf.ClusterName
+	}
+	cluster, err := db.Cluster(ctx, name)
+	if err != nil {
+		return err
+	}
+	snap, err := cluster.Snapshot(ctx, at, passes, since, time.Local)
+	if err != nil {
+		return err
+	}
+	for _, p := range snap.Problems {
+		env.log.Warn().Str("cluster", name).Msg(p.Error())
+	}
+	tree, err := fairshare.NewTree(snap.Tree.Assocs)
+	if err != nil {
+		return err
+	}
+	alg := conf.Algorithm()
+	if c.Algorithm != "auto" {
+		alg = fairshare.Algorithm(c.Algorithm)
+	}
+	vals, err := tree.Compute(alg, float64(conf.FairShareDampeningFactor))
+	if err != nil {
+		return err
+	}
+	reported, err := c.reported(ctx, conf)
+	if err != nil {
+		return err
+	}
+	bounds := relativeBounds(vals, tree.Users(), c.UsageTolerance, c.FactorTolerance)
+	rep := drift.Compare(alg, c.Tolerance, drift.FromSshare(reported), drift.FromTree(tree, vals, bounds))
+	if alg == fairshare.AlgorithmDepthOblivious {
+		notes = append(notes, depthObliviousNote)
+	}
+	rep.Note = strings.Join(notes, "; ")
+	return writeReport(env, rep, c.Output)
+}
+
+func (c *checkCmd) reported(ctx context.Context, conf *slurmconf.Config) (*sshare.Output, error) {
+	if c.SshareFile != "" {
+		f, err := os.Open(c.SshareFile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return parseSshare(f, c.SshareFile, c.Algorithm)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.SshareTimeout)
+	defer cancel()
+	return sshare.Run(ctx, c.SlurmConf)
+}
+
+// relativeBounds is what database mode allows on top of the absolute
+// tolerance: usage within usageTol relative, ratios of two usages twice
+// that, and FairShare within factorTol, widened to the rank range of tied
+// sibling accounts under Fair Tree: slurmctld keeps associations in lft or
+// lineage order as of its start and appends the ones added since in
+// creation order, which the database cannot tell apart.
+func relativeBounds(vals []fairshare.Values, users int, usageTol, factorTol float64) []fairshare.Values {
+	b := make([]fairshare.Values, len(vals))
+	for i, v := range vals {
+		b[i] = fairshare.Values{
+			RawUsage:       usageTol * v.RawUsage,
+			NormUsage:      2 * usageTol * v.NormUsage,
+			EffectiveUsage: 2 * usageTol * v.EffectiveUsage,
+			LevelFS:        2 * usageTol * v.LevelFS,
+			FairShare:      max(factorTol, v.RankSpread(users)),
+		}
+	}
+	return b
+}

@@ -1,0 +1,89 @@
+package slurmdbd
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+func TestRawUsage(t *testing.T) {
+	rows := []Assoc{
+		{ID: 1, Account: "root"},
+		{ID: 2, Account: "a", ParentAccount: "root", Shares: 1},
+		{ID: 3, Account: "a", User: "u1", Shares: 1},
+		{ID: 4, Account: "a", User: "gone", Shares: 1, Deleted: true},         // removed user: usage stays on a
+		{ID: 5, Account: "old", ParentAccount: "a", Shares: 1, Deleted: true}, // removed account
+		{ID: 6, Account: "old", User: "u3", Shares: 1, Deleted: true},
+	}
+	tree, err := BuildTree(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 0}
+	const hour = 7200.0
+	at := 3*3600.0 + 600
+	in := UsageInputs{
+		Rows: rows, Tree: tree, Passes: p, At: at,
+		LastRan: LastRan{Hourly: 3 * 3600, OK: true},
+		Hours: []UsageRow{
+			{Assoc: 3, Start: 7200, AllocSecs: 3600 * 4},
+			{Assoc: 4, Start: 7200, AllocSecs: 3600},
+			{Assoc: 6, Start: 3600, AllocSecs: 1800},
+			{Assoc: 99, Start: 3600, AllocSecs: 5},
+		},
+		Jobs: []Job{
+			{Inx: 1, Assoc: 3, QOS: 1, Start: 3*3600 - 100, TRESAlloc: "1=4,2=1000,5=8"},
+			{Inx: 2, Assoc: 3, QOS: 2, Start: 3*3600 + 60, End: 3*3600 + 400, TRESAlloc: "1=2"}, // no billing: CPUs
+			{Inx: 3, Assoc: 3, QOS: 1, Start: 3*3600 + 60, TRESAlloc: "5=x"},
+		},
+		QOS: map[uint32]QOS{1: {ID: 1, UsageFactor: 1}, 2: {ID: 2, UsageFactor: 0.5}},
+	}
+	raw, problems := RawUsage(in)
+	u1 := p.BucketUsage(hour, hour+3600, at, 3600*4) +
+		p.JobUsage(3*3600, 0, at, 8) + // only the part after the last rollup
+		p.JobUsage(3*3600+60, 3*3600+400, at, 2*0.5)
+	gone := p.BucketUsage(hour, hour+3600, at, 3600)
+	u3 := p.BucketUsage(3600, 7200, at, 1800)
+	if math.Abs(raw[2]-u1) > 1e-9 || math.Abs(raw[1]-(u1+gone+u3)) > 1e-9 || math.Abs(raw[0]-raw[1]) > 1e-9 {
+		t.Errorf("raw %v, want u1 %v, a %v", raw, u1, u1+gone+u3)
+	}
+	all := ""
+	for _, e := range problems {
+		all += e.Error() + "\n"
+	}
+	for _, want := range []string{"hourly usage of id_assoc=99: no live association", `job_db_inx=3: TRES string "5=x": entry "5=x": expected id=count`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems do not say %q:\n%s", want, all)
+		}
+	}
+	// A reset cuts history: only the part after it counts.
+	in.Since = hour + 1800
+	raw, _ = RawUsage(in)
+	want := p.BucketUsage(hour+1800, hour+3600, at, 3600*2) + p.JobUsage(3*3600, 0, at, 8) + p.JobUsage(3*3600+60, 3*3600+400, at, 1)
+	if math.Abs(raw[2]-want) > 1e-9 {
+		t.Errorf("after a reset u1 %v, want %v", raw[2], want)
+	}
+}
+
+func TestTRESCount(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		id   int
+		n    uint64
+		ok   bool
+		fail bool
+	}{
+		{"1=64,3=18446744073709551614,4=1,5=64", 5, 64, true, false},
+		{"1=4,2=16000,1001=2", 1001, 2, true, false},
+		{"1=4", 5, 0, false, false},
+		{"", 5, 0, false, false},
+		{"1=4,junk", 5, 0, false, true},
+	} {
+		n, ok, err := TRESCount(tc.s, tc.id)
+		if n != tc.n || ok != tc.ok || (err != nil) != tc.fail {
+			t.Errorf("TRESCount(%q, %d) = %d, %v, %v", tc.s, tc.id, n, ok, err)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package slurmdbd
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// TRESBilling is the id of the billing TRES (tres_table static ids:
+// cpu=1, mem=2, energy=3, node=4, billing=5).
+const TRESBilling = 5
+
+// LastRan is <cluster>_last_ran_table: the end of the last rolled-up hour,
+// day and month (unix seconds). OK is false before a cluster's first
+// rollup, when the table is empty.
+type LastRan struct {
+	Hourly, Daily, Monthly int64
+	OK                     bool
+}
+
+// LastRan reads when slurmdbd last rolled usage up.
+func (c Cluster) LastRan(ctx context.Context) (LastRan, error) {
+	var l LastRan
+	q := "SELECT hourly_rollup, daily_rollup, monthly_rollup FROM " + c.table("last_ran_table") + " LIMIT 1"
+	err := c.db.query(ctx, "reading "+c.Name+"_last_ran_table", q, func(r *sql.Rows) error {
+		l.OK = true
+		return r.Scan(&l.Hourly, &l.Daily, &l.Monthly)
+	})
+	return l, err
+}
+
+// QOS is a row of qos_table.
+type QOS struct {
+	ID          uint32
+	Name        string
+	UsageFactor float64
+}
+
+const sqlQOS = "SELECT id, name, usage_factor FROM `qos_table` WHERE deleted = 0"
+
+// QOS reads the live QOS with their UsageFactor.
+func (d *DB) QOS(ctx context.Context) (map[uint32]QOS, error) {
+	out := map[uint32]QOS{}
+	err := d.query(ctx, "reading qos_table", sqlQOS, func(r *sql.Rows) error {
+		var q QOS
+		if err := r.Scan(&q.ID, &q.Name, &q.UsageFactor); err != nil {
+			return err
+		}
+		out[q.ID] = q
+		return nil
+	})
+	return out, err
+}
+
+// UsageRow is one row of a rollup table for the billing TRES.
+type UsageRow struct {
+	Assoc     uint32
+	Start     int64 // time_start
+	AllocSecs float64
+}
+
+// Period names a rollup table.
+type Period string
+
+const (
+	Hour  Period = "hour"
+	Day   Period = "day"
+	Month Period = "month"
+)
+
+// Usage reads billing alloc_secs of <cluster>_assoc_usage_<period>_table
+// with from <= time_start < to.
+func (c Cluster) Usage(ctx context.Context, p Period, from, to int64) ([]UsageRow, error) {
+	table := c.table("assoc_usage_" + string(p) + "_table")
+	q := "SELECT id, time_start, alloc_secs FROM " + table + " WHERE id_tres = ? AND deleted = 0 AND time_start >= ? AND time_start < ?"
+	var out []UsageRow
+	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
+		var u UsageRow
+		if err := r.Scan(&u.Assoc, &u.Start, &u.AllocSecs); err != nil {
+			return err
+		}
+		out = append(out, u)
+		return nil
+	}, TRESBilling, from, to)
+	return out, err
+}
+
+// Oldest is the earliest time_start of a rollup table (ok false if empty):
+// PurgeUsageAfter may have removed the oldest hours.
+func (c Cluster) Oldest(ctx context.Context, p Period) (start int64, ok bool, err error) {
+	table := c.table("assoc_usage_" + string(p) + "_table")
+	var v sql.NullInt64
+	err = c.db.query(ctx, "reading "+table, "SELECT MIN(time_start) FROM "+table+" WHERE deleted = 0", func(r *sql.Rows) error {
+		return r.Scan(&v)
+	})
+	return v.Int64, v.Valid, err
+}
+
+// Job is what the exporter needs of a <cluster>_job_table row.
+type Job struct {
+	// Inx is job_db_inx: a uint64, since 24.11 generated with the cluster
+	// id in its top 12 bits (above 2^63 on 25.11).
+	Inx       uint64
+	Assoc     uint32
+	QOS       uint32
+	Start     int64
+	End       int64 // 0: running
+	TRESAlloc string
+}
+
+// Jobs reads the jobs that ran at some time in (from, to]: started before
+// to and not ended by from.
+func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]Job, error) {
+	table := c.table("job_table")
+	q := "SELECT job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc FROM " + table +
+		" WHERE deleted = 0 AND time_start > 0 AND time_start < ? AND (time_end = 0 OR time_end > ?)"
+	var out []Job
+	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
+		var j Job
+		var tres sql.NullString
+		if err := r.Scan(&j.Inx, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres); err != nil {
+			return err
+		}
+		j.TRESAlloc = tres.String
+		out = append(out, j)
+		return nil
+	}, to, from)
+	return out, err
+}
+
+// TRESCount is the count of TRES id in a TRES string ("1=4,2=16000,5=4").
+// ok is false when the id is absent. A malformed entry is an error naming
+// it.
+func TRESCount(s string, id int) (count uint64, ok bool, err error) {
+	for _, f := range strings.Split(s, ",") {
+		if f == "" {
+			continue
+		}
+		k, v, found := strings.Cut(f, "=")
+		kid, err1 := strconv.Atoi(k)
+		n, err2 := strconv.ParseUint(v, 10, 64)
+		if !found || err1 != nil || err2 != nil {
+			return 0, false, fmt.Errorf("TRES string %q: entry %q: expected id=count", s, f)
+		}
+		if kid == id {
+			return n, true, nil
+		}
+	}
+	return 0, false, nil
+}
