@@ -37,11 +37,12 @@ lint:
 golden:
 	CI= $(GO) test -count=1 -timeout 30m -run TestRealSlurmReplay -update -v .
 
-## fuzz: each fuzz target (sshare parser, slurm.conf reader) for FUZZTIME
+## fuzz: each fuzz target (sshare parser, slurm.conf reader, TRES strings) for FUZZTIME
 FUZZTIME ?= 2m
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./sshare
 	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./slurmconf
+	$(GO) test -run '^$$' -fuzz '^FuzzTRESCount$$' -fuzztime $(FUZZTIME) ./slurmdbd
 
 clean:
 	rm -f $(BIN)

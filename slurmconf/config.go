@@ -197,18 +197,9 @@ func (c *Config) set(s Setting) error {
 			err = fmt.Errorf("expected an integer from 1 to 65535")
 		}
 		c.FairShareDampeningFactor = uint16(n)
-	case "priorityweightage":
-		c.PriorityWeightAge, err = weight(v)
-	case "priorityweightassoc":
-		c.PriorityWeightAssoc, err = weight(v)
-	case "priorityweightfairshare":
-		c.PriorityWeightFairshare, err = weight(v)
-	case "priorityweightjobsize":
-		c.PriorityWeightJobSize, err = weight(v)
-	case "priorityweightpartition":
-		c.PriorityWeightPartition, err = weight(v)
-	case "priorityweightqos":
-		c.PriorityWeightQOS, err = weight(v)
+	case "priorityweightage", "priorityweightassoc", "priorityweightfairshare", "priorityweightjobsize",
+		"priorityweightpartition", "priorityweightqos":
+		*c.weightField(key), err = weight(v)
 	case "priorityweighttres":
 		c.PriorityWeightTRES = v
 	default:
@@ -218,6 +209,17 @@ func (c *Config) set(s Setting) error {
 		c.Pos[key] = s.Pos
 	}
 	return err
+}
+
+func (c *Config) weightField(key string) *uint32 {
+	return map[string]*uint32{
+		"priorityweightage":       &c.PriorityWeightAge,
+		"priorityweightassoc":     &c.PriorityWeightAssoc,
+		"priorityweightfairshare": &c.PriorityWeightFairshare,
+		"priorityweightjobsize":   &c.PriorityWeightJobSize,
+		"priorityweightpartition": &c.PriorityWeightPartition,
+		"priorityweightqos":       &c.PriorityWeightQOS,
+	}[key]
 }
 
 func (c *Config) flags(v string) error {

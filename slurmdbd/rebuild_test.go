@@ -87,3 +87,18 @@ func TestTRESCount(t *testing.T) {
 		}
 	}
 }
+
+func FuzzTRESCount(f *testing.F) {
+	for _, s := range []string{"1=64,3=18446744073709551614,4=1,5=64", "1=4,2=16000,1001=2", "", ",,", "5=", "=5", "5=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok, err := TRESCount(s, TRESBilling)
+		if err != nil && (ok || n != 0) {
+			t.Fatalf("%q: error %v with a count %d/%v", s, err, n, ok)
+		}
+		if err == nil && ok && !strings.Contains(s, "5=") {
+			t.Fatalf("%q: billing found where there is none", s)
+		}
+	})
+}
