@@ -20,10 +20,11 @@ test:
 test-short:
 	$(GO) test -short ./...
 
-## bench: the benchmarks recorded in docs/performance.md
+## bench: the benchmarks recorded in docs/performance.md (the database one starts a throwaway MariaDB)
 bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 -count 5 ./fairshare
+	$(GO) test -run '^$$' -bench Load -benchtime 3x ./slurmdbd
 
 ## demo: replay real sshare captures: Slurm 22.05 idle (exact), 24.11 classic while jobs ran (drift)
 demo: build

@@ -25,6 +25,9 @@ type UsageInputs struct {
 	Since float64
 	// Location is the time zone slurmdbd rolls days and months up in.
 	Location *time.Location
+	// Base is usage already decayed to At per id_assoc (a Refresher's
+	// frozen sums), added as it is.
+	Base map[uint32]float64
 }
 
 // RawUsage rebuilds every tree association's decayed raw usage at At, the
@@ -46,36 +49,18 @@ func RawUsage(in UsageInputs) (raw []float64, problems []error) {
 		}
 		own[i] += v
 	}
-	loc := in.Location
-	if loc == nil {
-		loc = time.Local
+	for id, v := range in.Base {
+		add(id, v, "usage")
 	}
 	rollupEnd := float64(in.LastRan.Hourly)
-	bucket := func(rows []UsageRow, length func(int64) int64, what string) {
-		for _, u := range rows {
-			from, to := float64(u.Start), float64(u.Start+length(u.Start))
-			to = min(to, rollupEnd)
-			amount := u.AllocSecs
-			if from < in.Since {
-				// cut at the last reset: keep the part after it
-				if to <= in.Since {
-					continue
-				}
-				amount *= (to - in.Since) / (to - from)
-				from = in.Since
-			}
-			add(u.Assoc, in.Passes.BucketUsage(from, to, in.At, amount), what)
+	for _, b := range []struct {
+		rows []UsageRow
+		p    Period
+	}{{in.Hours, Hour}, {in.Days, Day}, {in.Months, Month}} {
+		for _, u := range b.rows {
+			add(u.Assoc, in.bucket(u, b.p), string(b.p)+"ly usage")
 		}
 	}
-	bucket(in.Hours, func(int64) int64 { return 3600 }, "hourly usage")
-	bucket(in.Days, func(s int64) int64 {
-		t := time.Unix(s, 0).In(loc)
-		return t.AddDate(0, 0, 1).Unix() - s
-	}, "daily usage")
-	bucket(in.Months, func(s int64) int64 {
-		t := time.Unix(s, 0).In(loc)
-		return t.AddDate(0, 1, 0).Unix() - s
-	}, "monthly usage")
 
 	jobsFrom := max(rollupEnd, in.Since)
 	for _, j := range in.Jobs {
@@ -102,6 +87,37 @@ func RawUsage(in UsageInputs) (raw []float64, problems []error) {
 		raw[in.Tree.Assocs[i].Parent] += raw[i]
 	}
 	return raw, problems
+}
+
+// bucket is a rollup row's decayed contribution at At: spread evenly over
+// its hour, day or month (local days and months, as slurmdbd rolls them),
+// cut at the last hourly rollup and at the last reset.
+func (in *UsageInputs) bucket(u UsageRow, p Period) float64 {
+	loc := in.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	from := float64(u.Start)
+	var to float64
+	switch p {
+	case Hour:
+		to = from + 3600
+	case Day:
+		to = float64(time.Unix(u.Start, 0).In(loc).AddDate(0, 0, 1).Unix())
+	case Month:
+		to = float64(time.Unix(u.Start, 0).In(loc).AddDate(0, 1, 0).Unix())
+	}
+	to = min(to, float64(in.LastRan.Hourly))
+	amount := u.AllocSecs
+	if from < in.Since {
+		// keep the part after the reset
+		if to <= in.Since {
+			return 0
+		}
+		amount *= (to - in.Since) / (to - from)
+		from = in.Since
+	}
+	return in.Passes.BucketUsage(from, to, in.At, amount)
 }
 
 // nodes maps id_assoc to the tree association that carries its usage:

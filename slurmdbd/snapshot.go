@@ -2,6 +2,9 @@ package slurmdbd
 
 import (
 	"context"
+	"hash/fnv"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -10,6 +13,11 @@ import (
 // horizonHalfLives is how far back usage is read: 40 half-lives weigh
 // 2^-40, below a millionth of a billing-second per day of a full cluster.
 const horizonHalfLives = 40
+
+// DefaultReread is how much rolled-up time before the last hourly rollup a
+// refresh reads again: slurmdbd re-rolls recent hours when late records
+// arrive after an outage (trigger_reroll).
+const DefaultReread = 6 * time.Hour
 
 // Snapshot is one cluster's association tree with its usage rebuilt.
 type Snapshot struct {
@@ -20,13 +28,45 @@ type Snapshot struct {
 	Tree    *Tree
 	LastRan LastRan
 	At      time.Time
+	// Full is true when the refresh read the whole history.
+	Full bool
 	// Problems are rows left out, each naming the row.
 	Problems []error
 }
 
-// Snapshot reads the cluster and rebuilds raw usage at at. since cuts
-// history at the last usage reset (zero: none).
+// Snapshot reads the cluster and rebuilds raw usage at at, from the whole
+// history. since cuts it at the last usage reset (zero: none).
 func (c Cluster) Snapshot(ctx context.Context, at time.Time, passes fairshare.Passes, since time.Time, loc *time.Location) (*Snapshot, error) {
+	r := Refresher{Cluster: c, Passes: passes, Since: since, Location: loc}
+	return r.Refresh(ctx, at)
+}
+
+// Refresher rebuilds one cluster's usage again and again. Rolled-up usage
+// older than Reread before the last hourly rollup is kept as decayed sums
+// per association (the frozen part) and only decayed forward; each refresh
+// reads the rows above that watermark, and the jobs after the last rollup.
+// It reads everything again when the association set, the settings or the
+// schema change, or when slurmdbd rewinds its rollups further back.
+type Refresher struct {
+	Cluster  Cluster
+	Passes   fairshare.Passes
+	Since    time.Time
+	Location *time.Location
+	// Reread defaults to DefaultReread.
+	Reread time.Duration
+
+	fingerprint uint64
+	frozen      map[uint32]float64
+	frozenAt    float64 // the pass the frozen sums are decayed to
+	watermark   int64   // rows with time_start below it are frozen
+	lastRollup  int64
+	// FullLoads counts refreshes that read the whole history.
+	FullLoads int
+}
+
+// Refresh rebuilds raw usage at at.
+func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error) {
+	c := r.Cluster
 	l, err := c.Layout(ctx)
 	if err != nil {
 		return nil, err
@@ -47,73 +87,149 @@ func (c Cluster) Snapshot(ctx context.Context, at time.Time, passes fairshare.Pa
 	if err != nil {
 		return nil, err
 	}
+	loc := r.Location
 	if loc == nil {
 		loc = time.Local
 	}
-	end := at.Unix() + 1
+	reread := r.Reread
+	if reread <= 0 {
+		reread = DefaultReread
+	}
+	atSec := float64(at.UnixNano()) / 1e9
+	now := r.Passes.LastPass(atSec)
+	in := UsageInputs{Rows: rows, Tree: tree, QOS: qos, LastRan: lastRan, Passes: r.Passes, At: atSec, Location: loc}
 	from := int64(0)
-	if passes.HalfLife > 0 {
-		from = at.Unix() - int64(horizonHalfLives*passes.HalfLife)
+	if r.Passes.HalfLife > 0 {
+		from = at.Unix() - int64(horizonHalfLives*r.Passes.HalfLife)
 	}
-	if !since.IsZero() {
-		from = max(from, since.Unix())
+	if !r.Since.IsZero() {
+		from = max(from, r.Since.Unix())
+		in.Since = float64(r.Since.Unix())
 	}
-	in := UsageInputs{Rows: rows, Tree: tree, QOS: qos, LastRan: lastRan, Passes: passes, At: float64(at.Unix()) + float64(at.Nanosecond())/1e9,
-		Location: loc}
-	if !since.IsZero() {
-		in.Since = float64(since.Unix())
+	end := at.Unix() + 1
+	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
+
+	fp := fingerprint(l, rows, r.Passes, r.Since)
+	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
+	if full {
+		r.frozen, r.watermark = map[uint32]float64{}, from
+		if lastRan.OK {
+			if err := r.freezeOld(ctx, &in, from, loc); err != nil {
+				return nil, err
+			}
+		}
+		r.FullLoads++
+	} else {
+		decay := math.Pow(r.Passes.D(), now-r.frozenAt)
+		for id := range r.frozen {
+			r.frozen[id] *= decay
+		}
 	}
+	if lastRan.OK && watermark > r.watermark {
+		// hours that are now old enough to freeze
+		hours, err := c.Usage(ctx, Hour, r.watermark, watermark)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range hours {
+			r.frozen[u.Assoc] += in.bucket(u, Hour)
+		}
+		r.watermark = watermark
+	}
+	r.fingerprint, r.frozenAt, r.lastRollup = fp, now, lastRan.Hourly
+	in.Base = r.frozen
 	if lastRan.OK {
-		// The finest table that still has the data: hours back to the
-		// first whole day PurgeUsageAfter left, days before that, months
-		// before the days.
-		hourCut, dayCut := from, from
-		if oldest, ok, err := c.Oldest(ctx, Hour); err != nil {
+		if in.Hours, err = c.Usage(ctx, Hour, r.watermark, end); err != nil {
 			return nil, err
-		} else if ok && oldest > from {
-			hourCut = nextBoundary(oldest, loc, 0, 0, 1)
-		}
-		if oldest, ok, err := c.Oldest(ctx, Day); err != nil {
-			return nil, err
-		} else if ok && oldest > from && hourCut > from {
-			dayCut = nextBoundary(oldest, loc, 0, 1, 0)
-		}
-		if in.Hours, err = c.Usage(ctx, Hour, hourCut, end); err != nil {
-			return nil, err
-		}
-		if hourCut > from {
-			if in.Days, err = c.Usage(ctx, Day, dayCut, hourCut); err != nil {
-				return nil, err
-			}
-		}
-		if dayCut > from {
-			if in.Months, err = c.Usage(ctx, Month, from, dayCut); err != nil {
-				return nil, err
-			}
 		}
 	}
-	jobsFrom := max(lastRan.Hourly, from)
-	if in.Jobs, err = c.Jobs(ctx, jobsFrom, end); err != nil {
+	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
 		return nil, err
 	}
 	raw, problems := RawUsage(in)
 	for i := range tree.Assocs {
 		tree.Assocs[i].RawUsage = raw[i]
 	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, LastRan: lastRan, At: at,
+	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, LastRan: lastRan, At: at, Full: full,
 		Problems: append(tree.Problems, problems...)}, nil
 }
 
-// nextBoundary is the first local day (days=1) or month (months=1)
-// boundary at or after t.
-func nextBoundary(t int64, loc *time.Location, years, months, days int) int64 {
+// freezeOld reads the days and months before the hours PurgeUsageAfter
+// left (the finest table that still has the data) into the frozen sums:
+// days before the day of the oldest hour, months before the month of the
+// oldest day. Hours a purge left missing at the start of that day are lost.
+func (r *Refresher) freezeOld(ctx context.Context, in *UsageInputs, from int64, loc *time.Location) error {
+	c := r.Cluster
+	hourCut, dayCut := from, from
+	if oldest, ok, err := c.Oldest(ctx, Hour); err != nil {
+		return err
+	} else if ok && oldest > from {
+		hourCut = max(from, startOf(oldest, loc, false))
+	}
+	if oldest, ok, err := c.Oldest(ctx, Day); err != nil {
+		return err
+	} else if ok && oldest > from && hourCut > from {
+		dayCut = max(from, startOf(oldest, loc, true))
+	}
+	for _, part := range []struct {
+		p        Period
+		from, to int64
+	}{{Month, from, dayCut}, {Day, dayCut, hourCut}} {
+		if part.to <= part.from {
+			continue
+		}
+		rows, err := c.Usage(ctx, part.p, part.from, part.to)
+		if err != nil {
+			return err
+		}
+		for _, u := range rows {
+			r.frozen[u.Assoc] += in.bucket(u, part.p)
+		}
+	}
+	r.watermark = hourCut
+	return nil
+}
+
+// startOf is the start of t's local day (or month).
+func startOf(t int64, loc *time.Location, month bool) int64 {
 	lt := time.Unix(t, 0).In(loc)
-	start := time.Date(lt.Year(), lt.Month(), lt.Day(), 0, 0, 0, 0, loc)
-	if months > 0 {
-		start = time.Date(lt.Year(), lt.Month(), 1, 0, 0, 0, 0, loc)
+	day := lt.Day()
+	if month {
+		day = 1
 	}
-	if start.Unix() == t {
-		return t
+	return time.Date(lt.Year(), lt.Month(), day, 0, 0, 0, 0, loc).Unix()
+}
+
+// fingerprint changes when what the frozen sums depend on changes: the
+// association rows (not their shares), the decay settings, the reset and
+// the schema.
+func fingerprint(l Layout, rows []Assoc, p fairshare.Passes, since time.Time) uint64 {
+	h := fnv.New64a()
+	b := strconv.AppendQuote(nil, fmtLayout(l))
+	b = strconv.AppendFloat(b, p.HalfLife, 'g', -1, 64)
+	b = strconv.AppendFloat(b, p.Period, 'g', -1, 64)
+	b = strconv.AppendFloat(b, math.Mod(p.Phase, p.Period), 'g', -1, 64)
+	b = strconv.AppendBool(b, p.ChargeJobEnd)
+	b = strconv.AppendInt(b, since.Unix(), 10)
+	h.Write(b)
+	for _, a := range rows {
+		b = b[:0]
+		b = strconv.AppendUint(b, uint64(a.ID), 10)
+		b = strconv.AppendBool(b, a.Deleted)
+		b = strconv.AppendQuote(b, a.Account)
+		b = strconv.AppendQuote(b, a.User)
+		b = strconv.AppendQuote(b, a.Partition)
+		b = strconv.AppendQuote(b, a.ParentAccount)
+		b = strconv.AppendUint(b, uint64(a.IDParent), 10)
+		h.Write(b)
 	}
-	return start.AddDate(years, months, days).Unix()
+	return h.Sum64()
+}
+
+func fmtLayout(l Layout) string {
+	b := []byte{}
+	for _, f := range []bool{l.LftRgt, l.IDParent, l.Lineage, l.AcctFlags, l.IDAlt, l.QOSUsage} {
+		b = strconv.AppendBool(b, f)
+	}
+	return string(b)
 }

@@ -1,0 +1,165 @@
+// Package gen fills a slurmdbd database with a synthetic cluster for
+// benchmarks: an association tree (fairshare.Synthetic's shapes, with a
+// consistent lft/rgt nested set) and months of hourly, daily and monthly
+// billing rollups in which about one user association in ten is active in
+// a given hour, plus running jobs after the last rollup. It writes into
+// the tables real slurmdbd created (load a real dump first); deterministic
+// by seed.
+package gen
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+// Config says what to generate.
+type Config struct {
+	Cluster      string // an existing cluster of cluster_table
+	Associations int
+	Depth        int
+	Months       int
+	// End is the end of the last rolled-up hour (an hour boundary).
+	End  time.Time
+	Seed uint64
+}
+
+// Stats says what was written.
+type Stats struct {
+	Associations, HourRows, DayRows, MonthRows, Jobs int
+}
+
+// Fill replaces the cluster's associations, rollups and jobs. db must be
+// able to write (a root connection, not the exporter's).
+func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
+	var st Stats
+	tree := fairshare.Synthetic(c.Associations, c.Depth, c.Seed)
+	n := tree.Len()
+	tbl := func(s string) string { return "`" + c.Cluster + "_" + s + "`" }
+	for _, t := range []string{"assoc_table", "assoc_usage_hour_table", "assoc_usage_day_table", "assoc_usage_month_table", "job_table", "last_ran_table"} {
+		if _, err := db.ExecContext(ctx, "DELETE FROM "+tbl(t)); err != nil {
+			return st, fmt.Errorf("clearing %s: %w", t, err)
+		}
+	}
+	// Nested set in pre-order, as slurmdbd keeps it up to 23.11.
+	kids := make([][]int, n)
+	for i := 1; i < n; i++ {
+		p := tree.Association(i).Parent
+		kids[p] = append(kids[p], i)
+	}
+	lft, rgt := make([]int, n), make([]int, n)
+	counter := 0
+	var walk func(int)
+	walk = func(i int) {
+		counter++
+		lft[i] = counter
+		for _, k := range kids[i] {
+			walk(k)
+		}
+		counter++
+		rgt[i] = counter
+	}
+	walk(tree.Root())
+	now := c.End.Unix()
+	rows := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		a := tree.Association(i)
+		parent := ""
+		if a.Parent >= 0 && !a.IsUser() {
+			parent = tree.Association(a.Parent).Account
+		}
+		rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,'%s','%s','','%s',%d,%d,%d)", now, now, i+1, a.User, a.Account, parent, lft[i], rgt[i], a.Shares))
+	}
+	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_table")+" (creation_time,mod_time,deleted,id_assoc,user,acct,`partition`,parent_acct,lft,rgt,shares) VALUES ", rows); err != nil {
+		return st, err
+	}
+	st.Associations = n
+
+	var users []int
+	for i := 0; i < n; i++ {
+		if a := tree.Association(i); a.IsUser() {
+			users = append(users, i+1)
+		}
+	}
+	r := rand.New(rand.NewPCG(c.Seed, 0x6e6e))
+	start := c.End.AddDate(0, -c.Months, 0).Unix()
+	day := map[[2]int64]int64{}   // (id, day start) -> sum
+	month := map[[2]int64]int64{} // (id, month start) -> sum
+	rows = rows[:0]
+	for h := start; h < now; h += 3600 {
+		for _, id := range users {
+			if r.IntN(10) != 0 {
+				continue
+			}
+			secs := int64(r.IntN(3600*64) + 1)
+			rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, id, h, secs))
+			t := time.Unix(h, 0).UTC()
+			d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
+			m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()
+			day[[2]int64{int64(id), d}] += secs
+			month[[2]int64{int64(id), m}] += secs
+		}
+		if len(rows) >= 50000 {
+			if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_usage_hour_table")+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
+				return st, err
+			}
+			st.HourRows += len(rows)
+			rows = rows[:0]
+		}
+	}
+	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_usage_hour_table")+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
+		return st, err
+	}
+	st.HourRows += len(rows)
+	for _, part := range []struct {
+		table string
+		sums  map[[2]int64]int64
+		count *int
+	}{{"assoc_usage_day_table", day, &st.DayRows}, {"assoc_usage_month_table", month, &st.MonthRows}} {
+		rows = rows[:0]
+		for k, v := range part.sums {
+			rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, k[0], k[1], v))
+		}
+		if err := insert(ctx, db, "INSERT INTO "+tbl(part.table)+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
+			return st, err
+		}
+		*part.count = len(rows)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl("last_ran_table")+" VALUES (?, ?, ?)", now, now, now); err != nil {
+		return st, err
+	}
+	// Running jobs since before the last rollup.
+	rows = rows[:0]
+	for k, id := range users {
+		if k%50 != 0 {
+			continue
+		}
+		cpus := 1 + r.IntN(64)
+		rows = append(rows, fmt.Sprintf("(%d,%d,%d,1,%d,%d,0,'1=%d,4=1,5=%d','',0,%d,'gen',0,0,0,0,0,0,0,1,'',0,1)", k+1, id, k+1, now-1800, now-1800, cpus, cpus, cpus))
+	}
+	// The NOT NULL columns without a default in 22.05's job_table.
+	cols := "job_db_inx,id_assoc,id_job,id_qos,time_submit,time_start,time_end,tres_alloc,tres_req,deleted," +
+		"cpus_req,job_name,id_resv,id_wckey,id_user,id_group,het_job_id,het_job_offset,state_reason_prev,nodes_alloc,`partition`,priority,state"
+	if err := insert(ctx, db, "INSERT INTO "+tbl("job_table")+" ("+cols+") VALUES ", rows); err != nil {
+		return st, err
+	}
+	st.Jobs = len(rows)
+	return st, nil
+}
+
+// insert writes rows in statements of at most 5000.
+func insert(ctx context.Context, db *sql.DB, prefix string, rows []string) error {
+	for len(rows) > 0 {
+		k := min(len(rows), 5000)
+		if _, err := db.ExecContext(ctx, prefix+strings.Join(rows[:k], ",")); err != nil {
+			return fmt.Errorf("%s...: %w", prefix[:min(len(prefix), 60)], err)
+		}
+		rows = rows[k:]
+	}
+	return nil
+}

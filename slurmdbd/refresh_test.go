@@ -1,0 +1,82 @@
+package slurmdbd
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+)
+
+// TestRefresherMatchesFullLoad: on the real 24.11 database, with rollups
+// added hour by hour, every incremental refresh gives what reading the
+// whole history gives, and it reads the whole history again only when the
+// association set changes or slurmdbd rewinds its rollups.
+func TestRefresherMatchesFullLoad(t *testing.T) {
+	srv := mariadbtest.Start(t, "")
+	ctx := context.Background()
+	d := loadRelease(t, srv, releases[2]) // 24.11
+	db := fmt.Sprintf("db%d", dbSeq)
+	c, err := d.Cluster(ctx, "v2411")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = 1795320000 // 04:00, the hour after the real rollup
+	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
+	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
+	check := func(at time.Time, wantFull bool) {
+		t.Helper()
+		got, err := r.Refresh(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Full != wantFull {
+			t.Errorf("at %v: full %v, want %v", at, got.Full, wantFull)
+		}
+		want, err := c.Snapshot(ctx, at, passes, time.Time{}, time.UTC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Tree.Assocs) != len(want.Tree.Assocs) {
+			t.Fatalf("%d and %d associations", len(got.Tree.Assocs), len(want.Tree.Assocs))
+		}
+		for i := range want.Tree.Assocs {
+			g, w := got.Tree.Assocs[i].RawUsage, want.Tree.Assocs[i].RawUsage
+			if math.Abs(g-w) > 1e-9*math.Max(1, w) {
+				t.Errorf("at %v, %s/%s: incremental %v, full %v", at, want.Tree.Assocs[i].Account, want.Tree.Assocs[i].User, g, w)
+			}
+		}
+	}
+	rollTo := func(hours int) {
+		var vals []string
+		for k := 0; k < hours; k++ {
+			for _, id := range []int{10, 11} {
+				vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,0,5,%d,%d)", base, base, id, base+k*3600, 1000*(k+1)*id))
+			}
+		}
+		srv.MustSQL(fmt.Sprintf("USE %s; INSERT IGNORE INTO v2411_assoc_usage_hour_table VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
+			db, strings.Join(vals, ","), base+hours*3600))
+	}
+	rollTo(1)
+	check(time.Unix(base+3600+600, 0), true)
+	for h := 2; h <= 10; h++ { // hours pass the 6-hour re-read window and freeze
+		rollTo(h)
+		check(time.Unix(int64(base+h*3600+900), 0), false)
+	}
+	if r.FullLoads != 1 {
+		t.Errorf("%d full loads, want 1", r.FullLoads)
+	}
+	// slurmdbd re-rolls after an outage: last_ran goes back, everything is
+	// read again.
+	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d", db, base+3*3600))
+	check(time.Unix(base+10*3600+1200, 0), true)
+	// A new association: read again.
+	srv.MustSQL(fmt.Sprintf("USE %s; INSERT INTO v2411_assoc_table (creation_time, mod_time, id_assoc, user, acct, parent_acct, id_parent, lineage, shares)"+
+		" VALUES (1, 1, 500, '', 'newacct', 'root', 1, '/newacct/', 5)", db))
+	check(time.Unix(base+10*3600+1500, 0), true)
+	check(time.Unix(base+10*3600+1800, 0), false)
+}
