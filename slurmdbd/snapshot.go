@@ -107,6 +107,9 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 		in.Since = float64(r.Since.Unix())
 	}
 	end := at.Unix() + 1
+	// Rows are read from the one that holds from: bucket() keeps the part
+	// after a reset.
+	from = max(0, from-3600)
 	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
 
 	fp := fingerprint(l, rows, r.Passes, r.Since)
