@@ -238,3 +238,63 @@ func TestBuildTreeProblems(t *testing.T) {
 		t.Error("no root accepted")
 	}
 }
+
+// TestQOSFactorAndJobIndex: on real 24.11 rows, a QOS UsageFactor weighs
+// the rolled-up hours split per QOS; on real 25.11 rows, job_db_inx above
+// 2^63 (the cluster id in its top bits) reads as a uint64.
+func TestQOSFactorAndJobIndex(t *testing.T) {
+	srv := mariadbtest.Start(t, "")
+	ctx := context.Background()
+	d := loadRelease(t, srv, releases[2]) // 24.11
+	db := fmt.Sprintf("db%d", dbSeq)
+	c, err := d.Cluster(ctx, "v2411")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Layout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() map[Key]float64 {
+		qos, err := d.QOS(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := c.Usage(ctx, l, qos, Hour, 0, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[Key]float64{}
+		for _, r := range rows {
+			if r.TRES == TRESEnergy {
+				t.Errorf("energy row read: %+v", r)
+			}
+			m[Key{r.Assoc, r.TRES}] += r.AllocSecs
+		}
+		return m
+	}
+	plain := read()
+	if plain[Key{10, TRESBilling}] != 16344 {
+		t.Fatalf("billing of id_assoc=10: %v, want the real row's 16344", plain[Key{10, TRESBilling}])
+	}
+	srv.MustSQL("UPDATE " + db + ".qos_table SET usage_factor = 2.5 WHERE id = 1")
+	weighted := read()
+	for k, v := range plain {
+		if weighted[k] != 2.5*v {
+			t.Errorf("%+v: %v with UsageFactor 2.5, %v without", k, weighted[k], v)
+		}
+	}
+
+	d25 := loadRelease(t, srv, releases[3])
+	c25, err := d25.Cluster(ctx, "v2511")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c25.Jobs(ctx, 0, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) == 0 || jobs[0].Inx < 1<<63 || jobs[0].Inx>>52 != 3994 {
+		t.Errorf("jobs %+v: want job_db_inx above 2^63 with cluster id 3994 in its top 12 bits", jobs)
+	}
+}

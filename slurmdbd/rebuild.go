@@ -25,68 +25,94 @@ type UsageInputs struct {
 	Since float64
 	// Location is the time zone slurmdbd rolls days and months up in.
 	Location *time.Location
-	// Base is usage already decayed to At per id_assoc (a Refresher's
-	// frozen sums), added as it is.
-	Base map[uint32]float64
+	// Base is usage already decayed to At per id_assoc and TRES (a
+	// Refresher's frozen sums), added as it is.
+	Base map[Key]float64
 }
 
-// RawUsage rebuilds every tree association's decayed raw usage at At, the
-// way slurmctld accumulates it: rolled-up billing alloc_secs (finest table
-// first) spread evenly over their period, plus the jobs of the time after
-// the last hourly rollup charged pass by pass with their QOS UsageFactor.
-// Usage of a removed user association stays with its account (Slurm 22.05+
+// Usage is decayed usage per tree association.
+type Usage struct {
+	// Raw is billing TRES usage: slurmctld's usage_raw, fairshare's input.
+	Raw []float64
+	// TRES holds every TRES but energy by id (TRESBilling's is Raw):
+	// slurmctld's usage_tres_raw, which it keeps only with
+	// AccountingStorageEnforce=limits.
+	TRES map[uint32][]float64
+}
+
+// RawUsage rebuilds every tree association's decayed usage at At, the way
+// slurmctld accumulates it: rolled-up alloc_secs (finest table first)
+// spread evenly over their period, plus the jobs of the time after the last
+// hourly rollup charged pass by pass with their QOS UsageFactor. Usage of a
+// removed user association stays with its account (Slurm 22.05+
 // leaf_usage); accounts and root hold the sum of their subtree. Rows that
 // cannot be placed are reported, not fatal.
-func RawUsage(in UsageInputs) (raw []float64, problems []error) {
+func RawUsage(in UsageInputs) (u Usage, problems []error) {
 	n := len(in.Tree.Assocs)
-	own := make([]float64, n)
+	u.TRES = map[uint32][]float64{TRESBilling: make([]float64, n)}
 	node := nodes(in.Rows, in.Tree)
-	add := func(assoc uint32, v float64, what string) {
-		i, ok := node[assoc]
+	add := func(k Key, v float64, what string) {
+		i, ok := node[k.Assoc]
 		if !ok {
-			problems = append(problems, fmt.Errorf("%s of id_assoc=%d: no live association to charge it to: left out", what, assoc))
+			problems = append(problems, fmt.Errorf("%s of id_assoc=%d: no live association to charge it to: left out", what, k.Assoc))
 			return
 		}
-		own[i] += v
+		s := u.TRES[k.TRES]
+		if s == nil {
+			s = make([]float64, n)
+			u.TRES[k.TRES] = s
+		}
+		s[i] += v
 	}
-	for id, v := range in.Base {
-		add(id, v, "usage")
+	for k, v := range in.Base {
+		add(k, v, "usage")
 	}
-	rollupEnd := float64(in.LastRan.Hourly)
 	for _, b := range []struct {
 		rows []UsageRow
 		p    Period
 	}{{in.Hours, Hour}, {in.Days, Day}, {in.Months, Month}} {
-		for _, u := range b.rows {
-			add(u.Assoc, in.bucket(u, b.p), string(b.p)+"ly usage")
+		for _, r := range b.rows {
+			add(Key{r.Assoc, r.TRES}, in.bucket(r, b.p), string(b.p)+"ly usage")
 		}
 	}
 
-	jobsFrom := max(rollupEnd, in.Since)
+	jobsFrom := max(float64(in.LastRan.Hourly), in.Since)
 	for _, j := range in.Jobs {
-		billing, ok, err := TRESCount(j.TRESAlloc, TRESBilling)
+		counts, err := TRESCounts(j.TRESAlloc)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("job_db_inx=%d: %w: left out", j.Inx, err))
 			continue
-		}
-		if !ok {
-			// no billing TRES recorded: slurmctld bills the CPUs
-			billing, _, _ = TRESCount(j.TRESAlloc, 1)
 		}
 		uf := 1.0
 		if q, ok := in.QOS[j.QOS]; ok && q.UsageFactor >= 0 {
 			uf = q.UsageFactor
 		}
-		start := max(float64(j.Start), jobsFrom)
-		add(j.Assoc, in.Passes.JobUsage(start, float64(j.End), in.At, float64(billing)*uf), fmt.Sprintf("job_db_inx=%d", j.Inx))
+		// Usage is linear in the count: one walk over the passes per job.
+		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, uf)
+		what := fmt.Sprintf("job_db_inx=%d", j.Inx)
+		billed := false
+		for _, c := range counts {
+			if c[0] == TRESEnergy || c[1] == 0 {
+				continue
+			}
+			billed = billed || c[0] == TRESBilling
+			add(Key{j.Assoc, uint32(c[0])}, w*float64(c[1]), what)
+		}
+		if !billed {
+			// no billing TRES recorded: slurmctld bills the CPUs
+			cpus, _, _ := TRESCount(j.TRESAlloc, 1)
+			add(Key{j.Assoc, TRESBilling}, w*float64(cpus), what)
+		}
 	}
 
 	// Subtree sums: parents come first, so walk backwards.
-	raw = own
-	for i := n - 1; i > 0; i-- {
-		raw[in.Tree.Assocs[i].Parent] += raw[i]
+	for _, s := range u.TRES {
+		for i := n - 1; i > 0; i-- {
+			s[in.Tree.Assocs[i].Parent] += s[i]
+		}
 	}
-	return raw, problems
+	u.Raw = u.TRES[TRESBilling]
+	return u, problems
 }
 
 // bucket is a rollup row's decayed contribution at At: spread evenly over

@@ -28,19 +28,21 @@ func TestRawUsage(t *testing.T) {
 		Rows: rows, Tree: tree, Passes: p, At: at,
 		LastRan: LastRan{Hourly: 3 * 3600, OK: true},
 		Hours: []UsageRow{
-			{Assoc: 3, Start: 7200, AllocSecs: 3600 * 4},
-			{Assoc: 4, Start: 7200, AllocSecs: 3600},
-			{Assoc: 6, Start: 3600, AllocSecs: 1800},
-			{Assoc: 99, Start: 3600, AllocSecs: 5},
+			{Assoc: 3, TRES: 5, Start: 7200, AllocSecs: 3600 * 4},
+			{Assoc: 3, TRES: 1, Start: 7200, AllocSecs: 3600 * 2},
+			{Assoc: 4, TRES: 5, Start: 7200, AllocSecs: 3600},
+			{Assoc: 6, TRES: 5, Start: 3600, AllocSecs: 1800},
+			{Assoc: 99, TRES: 5, Start: 3600, AllocSecs: 5},
 		},
 		Jobs: []Job{
-			{Inx: 1, Assoc: 3, QOS: 1, Start: 3*3600 - 100, TRESAlloc: "1=4,2=1000,5=8"},
+			{Inx: 1, Assoc: 3, QOS: 1, Start: 3*3600 - 100, TRESAlloc: "1=4,2=1000,3=18446744073709551614,5=8"},
 			{Inx: 2, Assoc: 3, QOS: 2, Start: 3*3600 + 60, End: 3*3600 + 400, TRESAlloc: "1=2"}, // no billing: CPUs
 			{Inx: 3, Assoc: 3, QOS: 1, Start: 3*3600 + 60, TRESAlloc: "5=x"},
 		},
 		QOS: map[uint32]QOS{1: {ID: 1, UsageFactor: 1}, 2: {ID: 2, UsageFactor: 0.5}},
 	}
-	raw, problems := RawUsage(in)
+	usage, problems := RawUsage(in)
+	raw := usage.Raw
 	u1 := p.BucketUsage(hour, hour+3600, at, 3600*4) +
 		p.JobUsage(3*3600, 0, at, 8) + // only the part after the last rollup
 		p.JobUsage(3*3600+60, 3*3600+400, at, 2*0.5)
@@ -48,6 +50,19 @@ func TestRawUsage(t *testing.T) {
 	u3 := p.BucketUsage(3600, 7200, at, 1800)
 	if math.Abs(raw[2]-u1) > 1e-9 || math.Abs(raw[1]-(u1+gone+u3)) > 1e-9 || math.Abs(raw[0]-raw[1]) > 1e-9 {
 		t.Errorf("raw %v, want u1 %v, a %v", raw, u1, u1+gone+u3)
+	}
+	// Per TRES: cpu from the rollup row and the jobs' cpu counts (the
+	// second job has no billing TRES and is billed its CPUs), mem from
+	// the first job; energy never.
+	cpu := p.BucketUsage(hour, hour+3600, at, 3600*2) + p.JobUsage(3*3600, 0, at, 4) + p.JobUsage(3*3600+60, 3*3600+400, at, 2*0.5)
+	if got := usage.TRES[1][2]; math.Abs(got-cpu) > 1e-9 {
+		t.Errorf("cpu usage of u1 %v, want %v", got, cpu)
+	}
+	if got, want := usage.TRES[2][0], p.JobUsage(3*3600, 0, at, 1000); math.Abs(got-want) > 1e-9 {
+		t.Errorf("mem usage of root %v, want %v", got, want)
+	}
+	if _, ok := usage.TRES[TRESEnergy]; ok {
+		t.Error("energy counted")
 	}
 	all := ""
 	for _, e := range problems {
@@ -60,7 +75,8 @@ func TestRawUsage(t *testing.T) {
 	}
 	// A reset cuts history: only the part after it counts.
 	in.Since = hour + 1800
-	raw, _ = RawUsage(in)
+	usage, _ = RawUsage(in)
+	raw = usage.Raw
 	want := p.BucketUsage(hour+1800, hour+3600, at, 3600*2) + p.JobUsage(3*3600, 0, at, 8) + p.JobUsage(3*3600+60, 3*3600+400, at, 1)
 	if math.Abs(raw[2]-want) > 1e-9 {
 		t.Errorf("after a reset u1 %v, want %v", raw[2], want)

@@ -25,8 +25,12 @@ type Snapshot struct {
 	Layout  Layout
 	Rows    []Assoc
 	// Tree.Assocs carry the rebuilt RawUsage.
-	Tree    *Tree
-	LastRan LastRan
+	Tree *Tree
+	// TRES is decayed usage per TRES id and tree association; TRESNames
+	// names the ids (cpu, mem, gres/gpu, ...).
+	TRES      map[uint32][]float64
+	TRESNames map[uint32]string
+	LastRan   LastRan
 	At      time.Time
 	// Full is true when the refresh read the whole history.
 	Full bool
@@ -56,7 +60,7 @@ type Refresher struct {
 	Reread time.Duration
 
 	fingerprint uint64
-	frozen      map[uint32]float64
+	frozen      map[Key]float64
 	frozenAt    float64 // the pass the frozen sums are decayed to
 	watermark   int64   // rows with time_start below it are frozen
 	lastRollup  int64
@@ -115,9 +119,9 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	fp := fingerprint(l, rows, r.Passes, r.Since)
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
 	if full {
-		r.frozen, r.watermark = map[uint32]float64{}, from
+		r.frozen, r.watermark = map[Key]float64{}, from
 		if lastRan.OK {
-			if err := r.freezeOld(ctx, &in, from, loc); err != nil {
+			if err := r.freezeOld(ctx, &in, l, qos, from, loc); err != nil {
 				return nil, err
 			}
 		}
@@ -130,30 +134,34 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	}
 	if lastRan.OK && watermark > r.watermark {
 		// hours that are now old enough to freeze
-		hours, err := c.Usage(ctx, Hour, r.watermark, watermark)
+		hours, err := c.Usage(ctx, l, qos, Hour, r.watermark, watermark)
 		if err != nil {
 			return nil, err
 		}
 		for _, u := range hours {
-			r.frozen[u.Assoc] += in.bucket(u, Hour)
+			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
 		}
 		r.watermark = watermark
 	}
 	r.fingerprint, r.frozenAt, r.lastRollup = fp, now, lastRan.Hourly
 	in.Base = r.frozen
 	if lastRan.OK {
-		if in.Hours, err = c.Usage(ctx, Hour, r.watermark, end); err != nil {
+		if in.Hours, err = c.Usage(ctx, l, qos, Hour, r.watermark, end); err != nil {
 			return nil, err
 		}
 	}
 	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
 		return nil, err
 	}
-	raw, problems := RawUsage(in)
-	for i := range tree.Assocs {
-		tree.Assocs[i].RawUsage = raw[i]
+	names, err := c.db.TRESNames(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, LastRan: lastRan, At: at, Full: full,
+	usage, problems := RawUsage(in)
+	for i := range tree.Assocs {
+		tree.Assocs[i].RawUsage = usage.Raw[i]
+	}
+	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, TRESNames: names, LastRan: lastRan, At: at, Full: full,
 		Problems: append(tree.Problems, problems...)}, nil
 }
 
@@ -161,7 +169,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 // left (the finest table that still has the data) into the frozen sums:
 // days before the day of the oldest hour, months before the month of the
 // oldest day. Hours a purge left missing at the start of that day are lost.
-func (r *Refresher) freezeOld(ctx context.Context, in *UsageInputs, from int64, loc *time.Location) error {
+func (r *Refresher) freezeOld(ctx context.Context, in *UsageInputs, l Layout, qos map[uint32]QOS, from int64, loc *time.Location) error {
 	c := r.Cluster
 	hourCut, dayCut := from, from
 	if oldest, ok, err := c.Oldest(ctx, Hour); err != nil {
@@ -181,12 +189,12 @@ func (r *Refresher) freezeOld(ctx context.Context, in *UsageInputs, from int64, 
 		if part.to <= part.from {
 			continue
 		}
-		rows, err := c.Usage(ctx, part.p, part.from, part.to)
+		rows, err := c.Usage(ctx, l, qos, part.p, part.from, part.to)
 		if err != nil {
 			return err
 		}
 		for _, u := range rows {
-			r.frozen[u.Assoc] += in.bucket(u, part.p)
+			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, part.p)
 		}
 	}
 	r.watermark = hourCut

@@ -54,11 +54,22 @@ func (d *DB) QOS(ctx context.Context) (map[uint32]QOS, error) {
 	return out, err
 }
 
-// UsageRow is one row of a rollup table for the billing TRES.
+// TRESEnergy is counted in joules, not TRES-seconds: slurmctld leaves it
+// out of decayed usage and so does the exporter.
+const TRESEnergy = 3
+
+// UsageRow is one row of a rollup table: alloc_secs of one TRES.
 type UsageRow struct {
 	Assoc     uint32
+	TRES      uint32
 	Start     int64 // time_start
 	AllocSecs float64
+}
+
+// Key is an association's usage of one TRES.
+type Key struct {
+	Assoc uint32
+	TRES  uint32
 }
 
 // Period names a rollup table.
@@ -70,20 +81,74 @@ const (
 	Month Period = "month"
 )
 
-// Usage reads billing alloc_secs of <cluster>_assoc_usage_<period>_table
-// with from <= time_start < to.
-func (c Cluster) Usage(ctx context.Context, p Period, from, to int64) ([]UsageRow, error) {
-	table := c.table("assoc_usage_" + string(p) + "_table")
-	q := "SELECT id, time_start, alloc_secs FROM " + table + " WHERE id_tres = ? AND deleted = 0 AND time_start >= ? AND time_start < ?"
-	var out []UsageRow
+// Usage reads alloc_secs of every TRES but energy from
+// <cluster>_assoc_usage_<period>_table with from <= time_start < to. The
+// rollups do not apply QOS UsageFactor; where the layout has the 24.11+
+// <cluster>_qos_usage_<period>_table and some QOS has a factor other than
+// 1, rows with a per-QOS split there are weighted by it.
+func (c Cluster) Usage(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, from, to int64) ([]UsageRow, error) {
+	rows, err := c.usage(ctx, "assoc_usage_"+string(p)+"_table", "0", from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UsageRow, len(rows))
+	for i, u := range rows {
+		out[i] = u.UsageRow
+	}
+	if !l.QOSUsage || !anyFactor(qos) {
+		return out, nil
+	}
+	split, err := c.usage(ctx, "qos_usage_"+string(p)+"_table", "id_alt", from, to)
+	if err != nil {
+		return nil, err
+	}
+	type at struct {
+		Key
+		start int64
+	}
+	weighted := map[at]float64{}
+	for _, u := range split {
+		f := 1.0
+		if q, ok := qos[u.qos]; ok && q.UsageFactor >= 0 {
+			f = q.UsageFactor
+		}
+		weighted[at{Key{u.Assoc, u.TRES}, u.Start}] += u.AllocSecs * f
+	}
+	for i, u := range out {
+		if v, ok := weighted[at{Key{u.Assoc, u.TRES}, u.Start}]; ok {
+			out[i].AllocSecs = v
+		}
+	}
+	return out, nil
+}
+
+func anyFactor(qos map[uint32]QOS) bool {
+	for _, q := range qos {
+		if q.UsageFactor != 1 {
+			return true
+		}
+	}
+	return false
+}
+
+type qosRow struct {
+	UsageRow
+	qos uint32
+}
+
+func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int64) ([]qosRow, error) {
+	table := c.table(suffix)
+	q := "SELECT id, " + qosCol + ", id_tres, time_start, alloc_secs FROM " + table +
+		" WHERE id_tres <> ? AND deleted = 0 AND time_start >= ? AND time_start < ?"
+	var out []qosRow
 	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
-		var u UsageRow
-		if err := r.Scan(&u.Assoc, &u.Start, &u.AllocSecs); err != nil {
+		var u qosRow
+		if err := r.Scan(&u.Assoc, &u.qos, &u.TRES, &u.Start, &u.AllocSecs); err != nil {
 			return err
 		}
 		out = append(out, u)
 		return nil
-	}, TRESBilling, from, to)
+	}, TRESEnergy, from, to)
 	return out, err
 }
 
@@ -96,6 +161,27 @@ func (c Cluster) Oldest(ctx context.Context, p Period) (start int64, ok bool, er
 		return r.Scan(&v)
 	})
 	return v.Int64, v.Valid, err
+}
+
+const sqlTRES = "SELECT id, type, name FROM `tres_table` WHERE deleted = 0"
+
+// TRESNames names the TRES ids as Slurm prints them: type, or type/name
+// (cpu, mem, billing, gres/gpu, license/matlab).
+func (d *DB) TRESNames(ctx context.Context) (map[uint32]string, error) {
+	out := map[uint32]string{}
+	err := d.query(ctx, "reading tres_table", sqlTRES, func(r *sql.Rows) error {
+		var id uint32
+		var typ, name string
+		if err := r.Scan(&id, &typ, &name); err != nil {
+			return err
+		}
+		if name != "" {
+			typ += "/" + name
+		}
+		out[id] = typ
+		return nil
+	})
+	return out, err
 }
 
 // Job is what the exporter needs of a <cluster>_job_table row.
@@ -130,22 +216,36 @@ func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]Job, error) {
 	return out, err
 }
 
-// TRESCount is the count of TRES id in a TRES string ("1=4,2=16000,5=4").
-// ok is false when the id is absent. A malformed entry is an error naming
-// it.
-func TRESCount(s string, id int) (count uint64, ok bool, err error) {
+// TRESCounts parses a TRES string ("1=4,2=16000,5=4") into id and count
+// pairs; a malformed entry is an error naming it.
+func TRESCounts(s string) ([][2]uint64, error) {
+	var out [][2]uint64
 	for _, f := range strings.Split(s, ",") {
 		if f == "" {
 			continue
 		}
 		k, v, found := strings.Cut(f, "=")
-		kid, err1 := strconv.Atoi(k)
+		id, err1 := strconv.ParseUint(k, 10, 32)
 		n, err2 := strconv.ParseUint(v, 10, 64)
 		if !found || err1 != nil || err2 != nil {
-			return 0, false, fmt.Errorf("TRES string %q: entry %q: expected id=count", s, f)
+			return nil, fmt.Errorf("TRES string %q: entry %q: expected id=count", s, f)
 		}
-		if kid == id {
-			return n, true, nil
+		out = append(out, [2]uint64{id, n})
+	}
+	return out, nil
+}
+
+// TRESCount is the count of TRES id in a TRES string ("1=4,2=16000,5=4").
+// ok is false when the id is absent. A malformed entry is an error naming
+// it.
+func TRESCount(s string, id int) (count uint64, ok bool, err error) {
+	all, err := TRESCounts(s)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, e := range all {
+		if e[0] == uint64(id) {
+			return e[1], true, nil
 		}
 	}
 	return 0, false, nil
