@@ -31,7 +31,7 @@ type Snapshot struct {
 	TRES      map[uint32][]float64
 	TRESNames map[uint32]string
 	LastRan   LastRan
-	At      time.Time
+	At        time.Time
 	// Full is true when the refresh read the whole history.
 	Full bool
 	// Problems are rows left out, each naming the row.
