@@ -132,7 +132,18 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	snap, err := cluster.Snapshot(ctx, at, passes, since, time.Local)
+	// slurmctld's boot time orders tied Fair Tree siblings as it does;
+	// without it (sshare output from a file) ties allow their rank range.
+	var boot time.Time
+	if c.SshareFile == "" {
+		bctx, cancel := context.WithTimeout(ctx, c.SshareTimeout)
+		boot, err = sshare.BootTime(bctx, c.SlurmConf)
+		cancel()
+		if err != nil {
+			env.log.Warn().Err(err).Msg("slurmctld boot time unknown: tied Fair Tree siblings may rank in another order")
+		}
+	}
+	snap, err := cluster.SnapshotAsCtld(ctx, at, boot, passes, since, time.Local)
 	if err != nil {
 		return err
 	}
@@ -155,7 +166,11 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	bounds := relativeBounds(vals, tree.Users(), c.UsageTolerance, c.FactorTolerance)
+	users := tree.Users()
+	if !boot.IsZero() {
+		users = 0 // the order is known: no rank range
+	}
+	bounds := relativeBounds(vals, users, c.UsageTolerance, c.FactorTolerance)
 	rep := drift.Compare(alg, c.Tolerance, drift.FromSshare(reported), drift.FromTree(tree, vals, bounds))
 	if alg == fairshare.AlgorithmDepthOblivious {
 		notes = append(notes, depthObliviousNote)
@@ -181,9 +196,8 @@ func (c *checkCmd) reported(ctx context.Context, conf *slurmconf.Config) (*sshar
 // relativeBounds is what database mode allows on top of the absolute
 // tolerance: usage within usageTol relative, ratios of two usages twice
 // that, and FairShare within factorTol, widened to the rank range of tied
-// sibling accounts under Fair Tree: slurmctld keeps associations in lft or
-// lineage order as of its start and appends the ones added since in
-// creation order, which the database cannot tell apart.
+// sibling accounts under Fair Tree when users > 0: the order slurmctld
+// walks them in is unknown without its boot time.
 func relativeBounds(vals []fairshare.Values, users int, usageTol, factorTol float64) []fairshare.Values {
 	b := make([]fairshare.Values, len(vals))
 	for i, v := range vals {

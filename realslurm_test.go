@@ -459,6 +459,11 @@ func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 		if r := float64(e.Reported.RawUsage); r > 0 {
 			worst = math.Max(worst, math.Abs(float64(e.Drift.RawUsage))/r)
 		}
+		// With slurmctld's boot time the order of tied accounts is known:
+		// FairShare within 0.01 everywhere, ties included.
+		if d := float64(e.Drift.FairShare); math.Abs(d) > 0.01 {
+			t.Errorf("%s/%s: FairShare drift %v", e.Account, e.User, d)
+		}
 	}
 	t.Logf("largest relative RawUsage drift: %.4f%%", 100*worst)
 	if code != 0 || strings.Contains(rep.Note, "unknown") {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
@@ -117,4 +118,25 @@ func FuzzTRESCount(f *testing.F) {
 			t.Fatalf("%q: billing found where there is none", s)
 		}
 	})
+}
+
+func TestOrderAsSlurmctld(t *testing.T) {
+	// lft order from the database; idle2 (created last, before boot) comes
+	// first there, as sacctmgr inserts new siblings on the left.
+	rows := []Assoc{
+		{ID: 1, Account: "root", Created: 100},
+		{ID: 9, Account: "late2", Created: 300},
+		{ID: 3, Account: "idle2", Created: 150},
+		{ID: 8, Account: "late1", Created: 300},
+		{ID: 2, Account: "idle1", Created: 120},
+		{ID: 7, Account: "late0", Created: 250},
+	}
+	OrderAsSlurmctld(rows, time.Unix(200, 0))
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Account)
+	}
+	if want := "root idle2 idle1 late0 late1 late2"; strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s: booted ones in database order, then the rest by creation", got, want)
+	}
 }

@@ -45,6 +45,13 @@ func (c Cluster) Snapshot(ctx context.Context, at time.Time, passes fairshare.Pa
 	return r.Refresh(ctx, at)
 }
 
+// SnapshotAsCtld is Snapshot with the associations in the order slurmctld,
+// started at boot, keeps them (OrderAsSlurmctld).
+func (c Cluster) SnapshotAsCtld(ctx context.Context, at, boot time.Time, passes fairshare.Passes, since time.Time, loc *time.Location) (*Snapshot, error) {
+	r := Refresher{Cluster: c, Passes: passes, Since: since, Location: loc, Boot: boot}
+	return r.Refresh(ctx, at)
+}
+
 // Refresher rebuilds one cluster's usage again and again. Rolled-up usage
 // older than Reread before the last hourly rollup is kept as decayed sums
 // per association (the frozen part) and only decayed forward; each refresh
@@ -58,6 +65,9 @@ type Refresher struct {
 	Location *time.Location
 	// Reread defaults to DefaultReread.
 	Reread time.Duration
+	// Boot is when slurmctld started (scontrol show config's BOOT_TIME),
+	// for the order it keeps associations in; zero: the database's order.
+	Boot time.Time
 
 	fingerprint uint64
 	frozen      map[Key]float64
@@ -78,6 +88,9 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	rows, err := c.Associations(ctx, l)
 	if err != nil {
 		return nil, err
+	}
+	if !r.Boot.IsZero() {
+		OrderAsSlurmctld(rows, r.Boot)
 	}
 	tree, err := BuildTree(rows)
 	if err != nil {

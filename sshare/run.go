@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // Run runs `sshare -a -l -P -m` (-m: a Partition column, so that one
@@ -29,4 +30,27 @@ func Run(ctx context.Context, slurmConf string) (*Output, error) {
 		return nil, fmt.Errorf("output of sshare -a -l -P -m: %w", err)
 	}
 	return out, nil
+}
+
+// BootTime asks slurmctld when it started (scontrol show config,
+// BOOT_TIME, local time): it keeps associations loaded at boot in the
+// database's order and appends later ones.
+func BootTime(ctx context.Context, slurmConf string) (time.Time, error) {
+	cmd := exec.CommandContext(ctx, "scontrol", "show", "config")
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+	out, err := cmd.Output()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("scontrol show config: %w", err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if ok && strings.TrimSpace(k) == "BOOT_TIME" {
+			t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), time.Local)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("scontrol show config: BOOT_TIME %q: %w", strings.TrimSpace(v), err)
+			}
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("scontrol show config: no BOOT_TIME")
 }
