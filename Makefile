@@ -31,6 +31,7 @@ demo: build
 	./scripts/demo.sh ./$(BIN)
 
 lint:
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
