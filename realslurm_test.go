@@ -438,17 +438,7 @@ func treeInLftOrder(t *testing.T, out *sshare.Output, tsv []byte) (tree *fairsha
 // (the command's defaults).
 func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 	t.Helper()
-	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(t.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"check", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--output", "json"}, &stdout, &stderr)
-	var rep drift.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("check database mode exited %d: %v\n%s\n%s", code, err, stdout.String(), stderr.String())
-	}
+	code, rep, stderr := runDatabaseCheck(t, c)
 	t.Logf("database mode while jobs run: %+v, largest drift %s, note %q", rep.Summary.Counts, rep.Summary.MaxDrift.String(), rep.Note)
 	worst := 0.0
 	for _, e := range rep.Associations {
@@ -467,6 +457,23 @@ func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 	}
 	t.Logf("largest relative RawUsage drift: %.4f%%", 100*worst)
 	if code != 0 || strings.Contains(rep.Note, "unknown") {
-		t.Errorf("exit %d, note %q: %s", code, rep.Note, stderr.String())
+		t.Errorf("exit %d, note %q: %s", code, rep.Note, stderr)
 	}
+}
+
+// runDatabaseCheck runs check in database mode against the cluster as a
+// SELECT-only user, sshare run by check itself, and decodes its JSON.
+func runDatabaseCheck(t *testing.T, c *slurmharness.Cluster) (code int, rep drift.Report, stderr string) {
+	t.Helper()
+	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code = run([]string{"check", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--output", "json"}, &out, &errOut)
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("check database mode exited %d: %v\n%s\n%s", code, err, out.String(), errOut.String())
+	}
+	return code, rep, errOut.String()
 }

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 )
@@ -65,20 +60,10 @@ func TestRealSlurmRollup(t *testing.T) {
 	if _, err := c.SQL(fmt.Sprintf("INSERT INTO slurm_acct_db.`%s_last_ran_table` VALUES (%d, %d, %d)", c.Name, ran.Unix(), ran.Unix(), ran.Unix())); err != nil {
 		t.Fatal(err)
 	}
-	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(t.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"check", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--output", "json"}, &stdout, &stderr)
-	var rep drift.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("check exited %d: %v\n%s", code, err, stderr.String())
-	}
+	code, rep, stderr := runDatabaseCheck(t, c)
 	t.Logf("rollup path: %+v, largest drift %s", rep.Summary.Counts, rep.Summary.MaxDrift.String())
 	if code != 0 {
-		t.Errorf("check exited %d: %s", code, stderr.String())
+		t.Errorf("check exited %d: %s", code, stderr)
 	}
 	charged := 0
 	for _, e := range rep.Associations {

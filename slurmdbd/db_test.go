@@ -40,6 +40,18 @@ var releases = []release{
 
 var dbSeq int
 
+// openRelease loads a release and opens its cluster; db names the
+// database, for changes made as root.
+func openRelease(t *testing.T, srv *mariadbtest.Server, r release) (d *DB, c Cluster, db string) {
+	t.Helper()
+	d = loadRelease(t, srv, r)
+	c, err := d.Cluster(context.Background(), r.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, c, fmt.Sprintf("db%d", dbSeq)
+}
+
 // loadRelease loads a release's dump into a database of its own on srv and
 // opens it as a SELECT-only user.
 func loadRelease(t *testing.T, srv *mariadbtest.Server, r release) *DB {
@@ -245,12 +257,7 @@ func TestBuildTreeProblems(t *testing.T) {
 func TestQOSFactorAndJobIndex(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	ctx := context.Background()
-	d := loadRelease(t, srv, releases[2]) // 24.11
-	db := fmt.Sprintf("db%d", dbSeq)
-	c, err := d.Cluster(ctx, "v2411")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, c, db := openRelease(t, srv, releases[2]) // 24.11
 	l, err := c.Layout(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -285,11 +292,7 @@ func TestQOSFactorAndJobIndex(t *testing.T) {
 		}
 	}
 
-	d25 := loadRelease(t, srv, releases[3])
-	c25, err := d25.Cluster(ctx, "v2511")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c25, _ := openRelease(t, srv, releases[3])
 	jobs, err := c25.Jobs(ctx, 0, 1<<40)
 	if err != nil {
 		t.Fatal(err)

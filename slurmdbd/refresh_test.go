@@ -19,13 +19,8 @@ import (
 func TestRefresherMatchesFullLoad(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	ctx := context.Background()
-	d := loadRelease(t, srv, releases[2]) // 24.11
-	db := fmt.Sprintf("db%d", dbSeq)
-	c, err := d.Cluster(ctx, "v2411")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const base = 1795320000 // 04:00, the hour after the real rollup
+	_, c, db := openRelease(t, srv, releases[2]) // 24.11
+	const base = 1795320000                      // 04:00, the hour after the real rollup
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
 	check := func(at time.Time, wantFull bool) {
