@@ -166,11 +166,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	users := tree.Users()
-	if !boot.IsZero() {
-		users = 0 // the order is known: no rank range
-	}
-	bounds := relativeBounds(vals, users, c.UsageTolerance, c.FactorTolerance)
+	bounds := relativeBounds(vals, tree.Users(), !boot.IsZero(), c.UsageTolerance, c.FactorTolerance)
 	rep := drift.Compare(alg, c.Tolerance, drift.FromSshare(reported), drift.FromTree(tree, vals, bounds))
 	if alg == fairshare.AlgorithmDepthOblivious {
 		notes = append(notes, depthObliviousNote)
@@ -196,17 +192,21 @@ func (c *checkCmd) reported(ctx context.Context, conf *slurmconf.Config) (*sshar
 // relativeBounds is what database mode allows on top of the absolute
 // tolerance: usage within usageTol relative, ratios of two usages twice
 // that, and FairShare within factorTol, widened to the rank range of tied
-// sibling accounts under Fair Tree when users > 0: the order slurmctld
-// walks them in is unknown without its boot time.
-func relativeBounds(vals []fairshare.Values, users int, usageTol, factorTol float64) []fairshare.Values {
+// sibling accounts under Fair Tree unless their order is known: slurmctld
+// walks them in an order only its boot time tells.
+func relativeBounds(vals []fairshare.Values, users int, tieOrderKnown bool, usageTol, factorTol float64) []fairshare.Values {
 	b := make([]fairshare.Values, len(vals))
 	for i, v := range vals {
+		spread := 0.0
+		if !tieOrderKnown {
+			spread = v.RankSpread(users)
+		}
 		b[i] = fairshare.Values{
 			RawUsage:       usageTol * v.RawUsage,
 			NormUsage:      2 * usageTol * v.NormUsage,
 			EffectiveUsage: 2 * usageTol * v.EffectiveUsage,
 			LevelFS:        2 * usageTol * v.LevelFS,
-			FairShare:      max(factorTol, v.RankSpread(users)),
+			FairShare:      max(factorTol, spread),
 		}
 	}
 	return b

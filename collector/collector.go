@@ -24,13 +24,19 @@ type MetricInfo struct {
 	Labels     []string
 }
 
-// Metrics lists every metric in the order of Descs.
-var Metrics []MetricInfo
+// Descs and Metrics list every metric, in the same order: desc adds to
+// both, so Describe and docs/metrics.md cannot miss one.
+var (
+	Descs   []*prometheus.Desc
+	Metrics []MetricInfo
+)
 
 func desc(subsystem, name, help string, labels ...string) *prometheus.Desc {
 	fq := prometheus.BuildFQName(Namespace, subsystem, name)
+	d := prometheus.NewDesc(fq, help, labels, nil)
+	Descs = append(Descs, d)
 	Metrics = append(Metrics, MetricInfo{Name: fq, Help: help, Labels: labels})
-	return prometheus.NewDesc(fq, help, labels, nil)
+	return d
 }
 
 func with(extra ...string) []string { return append(append([]string{}, assocLabels...), extra...) }
@@ -77,11 +83,6 @@ var (
 	descErrors = desc("exporter", "errors_total", "Failed reads of the source since the exporter started.",
 		"source")
 	descAge = desc("exporter", "snapshot_age_seconds", "Seconds since the served values were computed.")
-
-	// Descs lists every descriptor, for Describe and docs/metrics.md.
-	Descs = []*prometheus.Desc{descShares, descNormShares, descUsage, descTRESUsage, descNormUsage, descEffUsage, descFactor,
-		descLevelFS, descRank, descReportedFactor, descReportedUsage, descDriftMax, descBeyond, descConfig, descRollupLag,
-		descUp, descLastSuccess, descDuration, descErrors, descAge}
 )
 
 // Collector serves the last published snapshot.
@@ -170,8 +171,8 @@ func collectCluster(cl *Cluster, refreshed time.Time, gauge func(*prometheus.Des
 		set(descReportedUsage, a.ReportedUsage)
 	}
 	if cl.Drift != nil {
-		max := cl.Drift.Summary.MaxDrift
-		for k, v := range []drift.Num{max.NormShares, max.RawUsage, max.NormUsage, max.EffectiveUsage, max.FairShare, max.LevelFS} {
+		m := cl.Drift.Summary.MaxDrift
+		for k, v := range []drift.Num{m.NormShares, m.RawUsage, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
 			gauge(descDriftMax, math.Abs(float64(v)), cl.Name, drift.Fields[k])
 			gauge(descBeyond, float64(cl.Drift.Summary.Beyond[drift.Fields[k]]), cl.Name, drift.Fields[k])
 		}

@@ -15,15 +15,6 @@ const (
 	AlgorithmFairTree       Algorithm = "fair_tree"
 )
 
-// ParseAlgorithm accepts the names above.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	switch a := Algorithm(s); a {
-	case AlgorithmClassic, AlgorithmDepthOblivious, AlgorithmFairTree:
-		return a, nil
-	}
-	return "", fmt.Errorf("algorithm %q: expected classic, depth_oblivious or fair_tree", s)
-}
-
 // Compute runs the algorithm slurmctld runs for these PriorityFlags.
 func (t *Tree) Compute(alg Algorithm, dampening float64) ([]Values, error) {
 	switch alg {

@@ -231,13 +231,6 @@ func (t *Tree) Root() int { return int(t.root) }
 // Users is the number of user associations, Fair Tree's denominator.
 func (t *Tree) Users() int { return t.users }
 
-// FSParent is the index of the association whose usage and shares i is
-// measured against (skipping FairShare=parent accounts); -1 for root.
-func (t *Tree) FSParent(i int) int { return int(t.fsParent[i]) }
-
-// LevelShares is the sum of raw shares among i's fairshare siblings.
-func (t *Tree) LevelShares(i int) float64 { return t.levelShares[i] }
-
 func (a *Association) name() string {
 	s := "account=" + quoteIfOdd(a.Account)
 	if a.User != "" {

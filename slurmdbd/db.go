@@ -121,15 +121,6 @@ func (d *DB) query(ctx context.Context, what, q string, scan func(*sql.Rows) err
 	return nil
 }
 
-// Exec runs a statement; it exists to show, in tests, that the exporter's
-// connections refuse writes.
-func (d *DB) Exec(ctx context.Context, stmt string) error {
-	ctx, cancel := d.ctx(ctx)
-	defer cancel()
-	_, err := d.db.ExecContext(ctx, stmt)
-	return err
-}
-
 // clusterName is what the exporter accepts as a table-name prefix, on top
 // of the name being listed in cluster_table.
 var clusterName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)

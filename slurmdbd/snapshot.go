@@ -2,6 +2,7 @@ package slurmdbd
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"strconv"
@@ -229,7 +230,7 @@ func startOf(t int64, loc *time.Location, month bool) int64 {
 // the schema.
 func fingerprint(l Layout, rows []Assoc, p fairshare.Passes, since time.Time) uint64 {
 	h := fnv.New64a()
-	b := strconv.AppendQuote(nil, fmtLayout(l))
+	b := fmt.Appendf(nil, "%+v", l)
 	b = strconv.AppendFloat(b, p.HalfLife, 'g', -1, 64)
 	b = strconv.AppendFloat(b, p.Period, 'g', -1, 64)
 	b = strconv.AppendFloat(b, math.Mod(p.Phase, p.Period), 'g', -1, 64)
@@ -248,12 +249,4 @@ func fingerprint(l Layout, rows []Assoc, p fairshare.Passes, since time.Time) ui
 		h.Write(b)
 	}
 	return h.Sum64()
-}
-
-func fmtLayout(l Layout) string {
-	b := []byte{}
-	for _, f := range []bool{l.LftRgt, l.IDParent, l.Lineage, l.AcctFlags, l.IDAlt, l.QOSUsage} {
-		b = strconv.AppendBool(b, f)
-	}
-	return string(b)
 }
