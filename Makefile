@@ -25,8 +25,9 @@ bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 -count 5 ./fairshare
 	$(GO) test -run '^$$' -bench Load -benchtime 3x ./slurmdbd
+	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
 
-## demo: replay real sshare captures: Slurm 22.05 idle (exact), 24.11 classic while jobs ran (drift)
+## demo: serve the bundled synthetic cluster (serve --demo) on :10819 and show some of its metrics
 demo: build
 	./scripts/demo.sh ./$(BIN)
 
@@ -39,10 +40,11 @@ lint:
 golden:
 	CI= $(GO) test -count=1 -timeout 30m -run TestRealSlurmReplay -update -v .
 
-## fuzz: each fuzz target (sshare parser, slurm.conf reader, TRES strings) for FUZZTIME
+## fuzz: each fuzz target (sshare text and JSON parsers, slurm.conf reader, TRES strings) for FUZZTIME
 FUZZTIME ?= 2m
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./sshare
+	$(GO) test -run '^$$' -fuzz '^FuzzParseJSON$$' -fuzztime $(FUZZTIME) ./sshare
 	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./slurmconf
 	$(GO) test -run '^$$' -fuzz '^FuzzTRESCount$$' -fuzztime $(FUZZTIME) ./slurmdbd
 

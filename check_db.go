@@ -23,9 +23,14 @@ import (
 // every user of the host.
 const dsnEnv = "SLURMDBD_EXPORTER_DSN"
 
-// database are the flags of check's database mode.
+// dsnFlag is where the database DSN comes from.
+type dsnFlag struct {
+	DSNFile string `name:"dsn-file" type:"path" help:"File holding the database DSN, user:password@tcp(host:3306)/slurm_acct_db (or set $SLURMDBD_EXPORTER_DSN)."`
+}
+
+// database are the flags of check's database mode, which a DSN turns on.
 type database struct {
-	DSNFile         string        `name:"dsn-file" type:"path" help:"File holding the database DSN, user:password@tcp(host:3306)/slurm_acct_db (or set $SLURMDBD_EXPORTER_DSN). Turns on database mode."`
+	dsnFlag
 	Cluster         string        `help:"Cluster to check (default: slurm.conf's ClusterName)."`
 	SlurmConf       string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings."`
 	StateDir        string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf, when readable)."`
@@ -47,7 +52,7 @@ func (d *database) validate() error {
 	return nil
 }
 
-func (d *database) dsn() (string, error) {
+func (d *dsnFlag) dsn() (string, error) {
 	if d.DSNFile == "" {
 		return os.Getenv(dsnEnv), nil
 	}

@@ -31,8 +31,11 @@ type logFlags struct {
 type cli struct {
 	Log     logFlags         `embed:"" prefix:"log."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
+	Config  kong.ConfigFlag  `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
 
-	Check checkCmd `cmd:"" help:"Recompute fairshare and compare it with what Slurm reports. Exit 0: within tolerance, 1: drift, 2: error."`
+	Serve   serveCmd   `cmd:"" help:"Serve Prometheus metrics: fairshare recomputed from slurmdbd, what Slurm reports, and the drift between them."`
+	Explain explainCmd `cmd:"" help:"Why is a user's priority low? The path from root with shares, usage, level_fs and rank, the factor under each algorithm, and what holds it down."`
+	Check   checkCmd   `cmd:"" help:"Recompute fairshare and compare it with what Slurm reports. Exit 0: within tolerance, 1: drift, 2: error."`
 }
 
 // exitCode carries a status other than success or error out of a command.
@@ -51,7 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.Name("slurmdbd_exporter"),
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
-		kong.Vars{"version": versionString()},
+		kong.Vars{"version": versionString(), "port": defaultPort},
+		kong.Configuration(kong.JSON),
 		kong.Writers(stdout, stderr),
 		// --help and --version call Exit; kong would go on parsing after a
 		// hook's Exit returns, so unwind to parse() instead.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
@@ -56,46 +55,54 @@ var (
 		assocLabels...)
 	descEffUsage = desc("fairshare", "usage_effective", "Effective usage as the algorithm computes it (EffectvUsage), as of the last refresh.",
 		with("algorithm")...)
-	descFactor = desc("fairshare", "factor", "Fairshare factor computed from the database: classic and fair_tree as slurmctld computes them, ticket_based and maui as what-if views, as of the last refresh.",
+	descFactor = desc("fairshare", "factor", "Fairshare factor computed from the database: classic and fair_tree as slurmctld computes them; ticket_based (active set: associations with pending jobs) and maui (target minus windowed usage, in [-1, 1]) as what-if views. As of the last refresh.",
 		with("algorithm")...)
 	descLevelFS = desc("fairshare", "level_fs", "Fair Tree LevelFS (normalized shares over effective usage among siblings; +Inf at zero usage), as of the last refresh.",
 		assocLabels...)
 	descRank = desc("fairshare", "rank", "Fair Tree rank of a user association (FairShare = rank / user associations), as of the last refresh.",
 		assocLabels...)
-	descReportedFactor = desc("fairshare", "reported_factor", "FairShare as Slurm reports it (sshare), as of the last report.",
+	descReportedFactor = desc("fairshare", "reported_factor", "FairShare as Slurm reports it (sshare or slurmrestd); absent when no report is fresh.",
 		assocLabels...)
-	descReportedUsage = desc("fairshare", "reported_usage_billing_seconds", "RawUsage as Slurm reports it (sshare), as of the last report.",
+	descReportedUsage = desc("fairshare", "reported_usage_billing_seconds", "RawUsage as Slurm reports it (sshare or slurmrestd); absent when no report is fresh.",
 		assocLabels...)
-	descDriftMax = desc("fairshare", "drift_max", "Largest absolute difference between computed and reported values per kind of value, over the cluster's associations.",
-		"slurm_cluster", "value")
-	descBeyond = desc("fairshare", "drift_beyond_tolerance_associations", "Associations whose computed and reported values differ by more than allowed, per kind of value.",
-		"slurm_cluster", "value")
+	descUncharged = desc("fairshare", "uncharged_usage_billing_seconds", "Decayed usage slurmdbd recorded that slurmctld never charged: the part of each finished job after the last decay pass, which slurmctld charges only with AccountingStorageEnforce=limits.",
+		assocLabels...)
+	descDriftMax = desc("fairshare", "drift_max", "Largest absolute drift over the cluster's associations. kind=formula: Slurm's values against the algorithm replayed on Slurm's own usage (should be 0). kind=usage: the database's usage against Slurm's (raw_usage relative to the larger, so at most 1) and what the difference does to the factor. Absent when no report is fresh.",
+		"slurm_cluster", "kind", "value")
+	descBeyond = desc("fairshare", "drift_beyond_tolerance_associations", "Associations whose drift exceeds the exporter's tolerance, per kind and value (value=associations: present on one side only). Absent when no report is fresh.",
+		"slurm_cluster", "kind", "value")
 	descConfig = desc("fairshare", "config_info", "Priority settings of slurm.conf as the exporter read them; value 1.",
 		"slurm_cluster", "algorithm", "priority_flags", "half_life_seconds", "calc_period_seconds", "dampening_factor", "reset_period")
-	descRollupLag = desc("fairshare", "rollup_lag_seconds", "Seconds from the last hourly rollup (last_ran_table) to the refresh; NaN before a cluster's first rollup.",
+	descAlgorithm = desc("fairshare", "algorithm_mismatch", "1 when the algorithm slurmctld applies, inferred from the reported values (a LevelFS column, shares normalized among siblings or globally), differs from slurm.conf's; absent when no report is fresh.",
+		"slurm_cluster", "configured", "applied")
+	descRollupLag = desc("fairshare", "rollup_lag_seconds", "Seconds from the last hourly rollup (last_ran_table) to the moment the values are computed for; NaN, which never alarms, before a cluster's first rollup.",
 		"slurm_cluster")
-	descUp = desc("exporter", "up", "Whether the last attempt to read the source succeeded (1) or not (0).",
+	descComputed = desc("fairshare", "computed_timestamp_seconds", "The moment the cluster's database values are computed for (unix seconds).",
+		"slurm_cluster")
+	descDropped = desc("fairshare", "associations_dropped", "Associations left out by the cardinality controls (--collector.* flags).",
+		"slurm_cluster")
+	descUp = desc("exporter", "up", "Whether the last attempt to read the source succeeded and its data is fresh (1) or not (0). source: db or reported.",
 		"source")
 	descLastSuccess = desc("exporter", "last_success_timestamp_seconds", "When the source was last read successfully (unix seconds); frozen while it fails.",
 		"source")
-	descDuration = desc("exporter", "refresh_duration_seconds", "How long the last read of the source took.",
+	descSourceAge = desc("exporter", "source_age_seconds", "Seconds since the source was last read successfully, at scrape time; +Inf before the first success.",
 		"source")
-	descErrors = desc("exporter", "errors_total", "Failed reads of the source since the exporter started.",
-		"source")
-	descAge = desc("exporter", "snapshot_age_seconds", "Seconds since the served values were computed.")
+	descStageDuration = desc("exporter", "stage_duration_seconds", "How long the last run of a refresh stage took.",
+		"stage")
+	descStageErrors = desc("exporter", "stage_errors_total", "Failed runs of a refresh stage since the exporter started.",
+		"stage")
+	descAge = desc("exporter", "snapshot_age_seconds", "Seconds since the served snapshot was published, at scrape time.")
 )
 
 // Collector serves the last published snapshot.
 type Collector struct {
 	snap atomic.Pointer[Snapshot]
+	enc  atomic.Pointer[encoded]
 	now  func() time.Time
 }
 
 // New returns a collector with nothing published yet.
 func New() *Collector { return &Collector{now: time.Now} }
-
-// Publish makes s what scrapes serve. s must not change afterwards.
-func (c *Collector) Publish(s *Snapshot) { c.snap.Store(s) }
 
 // Current is the published snapshot (nil before the first).
 func (c *Collector) Current() *Snapshot { return c.snap.Load() }
@@ -107,29 +114,56 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the published snapshot as constant metrics.
+// Collect sends the published snapshot.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snap.Load()
 	if s == nil {
 		return
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+	collectStatic(s, ch)
+	collectLive(s, c.now(), ch)
+}
+
+type gaugeFunc func(d *prometheus.Desc, v float64, labels ...string)
+
+func gauges(ch chan<- prometheus.Metric) gaugeFunc {
+	return func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+}
+
+// collectStatic sends what depends on the snapshot only.
+func collectStatic(s *Snapshot, ch chan<- prometheus.Metric) {
+	gauge := gauges(ch)
 	for i := range s.Clusters {
-		cl := &s.Clusters[i]
-		collectCluster(cl, s.Refreshed, gauge)
+		collectCluster(&s.Clusters[i], gauge)
 	}
 	for name, src := range s.Sources {
 		gauge(descUp, b2f(src.Up), name)
 		if !src.LastSuccess.IsZero() {
-			gauge(descLastSuccess, float64(src.LastSuccess.UnixNano())/1e9, name)
+			gauge(descLastSuccess, seconds(src.LastSuccess), name)
 		}
-		gauge(descDuration, src.Duration.Seconds(), name)
-		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(src.Errors), name)
 	}
-	gauge(descAge, c.now().Sub(s.Refreshed).Seconds())
+	for name, st := range s.Stages {
+		gauge(descStageDuration, st.Duration.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(descStageErrors, prometheus.CounterValue, float64(st.Errors), name)
+	}
 }
+
+// collectLive sends what changes with the time of the scrape.
+func collectLive(s *Snapshot, now time.Time, ch chan<- prometheus.Metric) {
+	gauge := gauges(ch)
+	for name, src := range s.Sources {
+		age := math.Inf(1)
+		if !src.LastSuccess.IsZero() {
+			age = now.Sub(src.LastSuccess).Seconds()
+		}
+		gauge(descSourceAge, age, name)
+	}
+	gauge(descAge, now.Sub(s.Published).Seconds())
+}
+
+func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func b2f(b bool) float64 {
 	if b {
@@ -138,7 +172,7 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-func collectCluster(cl *Cluster, refreshed time.Time, gauge func(*prometheus.Desc, float64, ...string)) {
+func collectCluster(cl *Cluster, gauge gaugeFunc) {
 	for i := range cl.Assocs {
 		a := &cl.Assocs[i]
 		l := []string{cl.Name, a.Account, a.User, a.Partition, a.Parent}
@@ -169,22 +203,25 @@ func collectCluster(cl *Cluster, refreshed time.Time, gauge func(*prometheus.Des
 		}
 		set(descReportedFactor, a.ReportedFactor)
 		set(descReportedUsage, a.ReportedUsage)
+		set(descUncharged, a.Uncharged)
 	}
-	if cl.Drift != nil {
-		m := cl.Drift.Summary.MaxDrift
-		for k, v := range []drift.Num{m.NormShares, m.RawUsage, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
-			gauge(descDriftMax, math.Abs(float64(v)), cl.Name, drift.Fields[k])
-			gauge(descBeyond, float64(cl.Drift.Summary.Beyond[drift.Fields[k]]), cl.Name, drift.Fields[k])
-		}
+	for _, d := range cl.Drift {
+		gauge(descDriftMax, d.Max, cl.Name, d.Kind, d.Value)
+		gauge(descBeyond, float64(d.Beyond), cl.Name, d.Kind, d.Value)
 	}
 	c := cl.Config
 	gauge(descConfig, 1, cl.Name, string(cl.Algorithm), c.PriorityFlags, ftoa(c.HalfLife.Seconds()), ftoa(c.CalcPeriod.Seconds()),
 		strconv.Itoa(int(c.Dampening)), c.ResetPeriod)
+	if cl.Applied != "" {
+		gauge(descAlgorithm, b2f(cl.Applied != cl.Algorithm), cl.Name, string(cl.Algorithm), string(cl.Applied))
+	}
 	lag := math.NaN()
 	if !cl.LastRollup.IsZero() {
-		lag = refreshed.Sub(cl.LastRollup).Seconds()
+		lag = cl.Computed.Sub(cl.LastRollup).Seconds()
 	}
 	gauge(descRollupLag, lag, cl.Name)
+	gauge(descComputed, seconds(cl.Computed), cl.Name)
+	gauge(descDropped, float64(cl.Dropped), cl.Name)
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

@@ -1,4 +1,4 @@
-package collector
+package collector_test
 
 import (
 	"flag"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md")
@@ -16,9 +19,9 @@ var update = flag.Bool("update", false, "rewrite docs/metrics.md")
 func demoCollector(t *testing.T) *Collector {
 	t.Helper()
 	c := New()
-	now := time.Date(2026, 11, 22, 4, 20, 0, 0, time.UTC)
-	c.now = func() time.Time { return now.Add(30 * time.Second) }
-	c.Publish(Demo(now))
+	if err := c.Publish(refresh.Demo(time.Now())); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -47,28 +50,6 @@ func TestLint(t *testing.T) {
 		if !names[want] {
 			t.Errorf("no %s in the demo exposition", want)
 		}
-	}
-}
-
-// TestDemoDrift: the demo's lost-usage association shows up as usage
-// drift, and every association carries a reported factor.
-func TestDemoDrift(t *testing.T) {
-	s := Demo(time.Now())
-	cl := s.Clusters[0]
-	if cl.Drift.Summary.Beyond["raw_usage"] == 0 {
-		t.Errorf("demo has no usage drift: %+v", cl.Drift.Summary)
-	}
-	n := 0
-	for _, a := range cl.Assocs {
-		if a.User != "" && a.ReportedFactor != a.ReportedFactor {
-			t.Errorf("%s/%s has no reported factor", a.Account, a.User)
-		}
-		if a.User != "" {
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatal("no users in the demo")
 	}
 }
 

@@ -6,7 +6,6 @@ package collector
 import (
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
@@ -14,8 +13,8 @@ import (
 type Association struct {
 	Account, User, Partition, Parent string
 	Shares                           uint32
-	// Usage is the rebuilt decayed usage: billing in Raw, then per TRES
-	// name (cpu, mem, gres/gpu, ...).
+	// RawUsage is the decayed billing usage rebuilt from the database;
+	// TRESUsage the same per TRES name (cpu, mem, gres/gpu, ...).
 	RawUsage  float64
 	TRESUsage map[string]float64
 	Classic   fairshare.Values
@@ -23,10 +22,13 @@ type Association struct {
 	// TicketBased and Maui are the what-if factors (NaN when not computed).
 	TicketBased float64
 	Maui        float64
-	// ReportedFactor and ReportedUsage are what Slurm reports (NaN when
-	// it reports nothing fresh).
+	// ReportedFactor and ReportedUsage are what Slurm reports, NaN when no
+	// report is fresh or the association is not in it.
 	ReportedFactor float64
 	ReportedUsage  float64
+	// Uncharged is decayed usage slurmdbd recorded and slurmctld never
+	// charged (NaN when unknown).
+	Uncharged float64
 }
 
 // Config is what the config_info metric says about a cluster.
@@ -38,33 +40,59 @@ type Config struct {
 	ResetPeriod   string
 }
 
+// Drift kinds: formula drift is Slurm's factors against the algorithms
+// replayed on Slurm's own usage; usage drift is the database's usage
+// against Slurm's, and what that difference does to the factors.
+const (
+	DriftFormula = "formula"
+	DriftUsage   = "usage"
+)
+
+// Drift is one kind of drift of one value over a cluster.
+type Drift struct {
+	Kind, Value string
+	// Max is the largest absolute drift, Beyond how many associations
+	// drift by more than allowed.
+	Max    float64
+	Beyond int
+}
+
 // Cluster is everything published for one cluster.
 type Cluster struct {
 	Name string
-	// Algorithm is what slurm.conf selects.
+	// Algorithm is what slurm.conf selects; Applied what the reported
+	// values show slurmctld applies ("" without a fresh report).
 	Algorithm fairshare.Algorithm
+	Applied   fairshare.Algorithm
 	Config    Config
 	Assocs    []Association
+	// Dropped counts associations the cardinality controls left out.
+	Dropped int
 	// LastRollup is last_ran_table.hourly_rollup (zero before the first).
 	LastRollup time.Time
-	// Drift is the comparison with what Slurm reports, nil when no report
-	// is fresh enough.
-	Drift *drift.Report
+	// Computed is the moment the database values are computed for.
+	Computed time.Time
+	// Drift is empty when no report is fresh.
+	Drift []Drift
 }
 
-// Source is the health of one source of data.
+// Source is the health of one source of data: "db" or "reported".
 type Source struct {
 	Up          bool
 	LastSuccess time.Time
-	Duration    time.Duration
-	Errors      uint64 // failures since start
+}
+
+// Stage is one step of a refresh.
+type Stage struct {
+	Duration time.Duration // of the last run
+	Errors   uint64        // failures since start
 }
 
 // Snapshot is what a scrape serves.
 type Snapshot struct {
 	Clusters []Cluster
-	// Sources by name: "db", "reported".
-	Sources map[string]Source
-	// Refreshed is when the computation was published.
-	Refreshed time.Time
+	Sources  map[string]Source
+	Stages   map[string]Stage
+	// Published is when the snapshot was made.
+	Published time.Time
 }

@@ -50,9 +50,9 @@ func (t *Tree) ClassicLagged(prevRaw []float64, dampening float64) []Values {
 		p, v := t.fsParent[i], &out[i]
 		v.EffectiveUsage = t.effectiveUsage(i, v.NormUsage, prev[p].EffectiveUsage)
 		if t.usesParent(i) {
-			v.FairShare = classicFactor(prev[p].EffectiveUsage, prev[p].NormShares, dampening)
+			v.FairShare = ClassicFactor(prev[p].EffectiveUsage, prev[p].NormShares, dampening)
 		} else {
-			v.FairShare = classicFactor(v.EffectiveUsage, v.NormShares, dampening)
+			v.FairShare = ClassicFactor(v.EffectiveUsage, v.NormShares, dampening)
 		}
 	}
 	return out
@@ -106,7 +106,7 @@ func (t *Tree) classic(raw []float64, opt ClassicOptions) []Values {
 		if t.usesParent(int32(i)) && i != int(t.root) {
 			f = int(t.fsParent[i])
 		}
-		out[i].FairShare = classicFactor(out[f].EffectiveUsage, out[f].NormShares, damp)
+		out[i].FairShare = ClassicFactor(out[f].EffectiveUsage, out[f].NormShares, damp)
 	}
 	return out
 }
@@ -125,7 +125,8 @@ func (t *Tree) effectiveUsage(i int32, un, ueP float64) float64 {
 	return un + (ueP-un)*(t.shares[i]/t.levelShares[i])
 }
 
-func classicFactor(ue, sn, damp float64) float64 {
+// ClassicFactor is 2^(-UE/S/dampening), 0 for no shares.
+func ClassicFactor(ue, sn, damp float64) float64 {
 	if sn <= 0 {
 		return 0
 	}

@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
-# Replays real sshare captures with the check command. Nothing to install:
-# the captures are in testdata/.
-set -u
+# Serves the bundled demo cluster (no database, no Slurm), shows a few of
+# its metrics, then keeps serving until Ctrl-C. Needs nothing but bash:
+# the scrape goes through bash's /dev/tcp.
+set -eu
 bin=${1:-./slurmdbd_exporter}
-cd "$(dirname "$0")/.."
-show() {
-	echo
-	echo "== $1"
-	echo "\$ slurmdbd_exporter check --sshare-file $2 ${*:3}"
-	"$bin" check --sshare-file "$2" "${@:3}"
-	echo "(exit $?: 0 within tolerance, 1 drift, 2 error)"
+port=${DEMO_PORT:-10819}
+"$bin" serve --demo --web.listen-address "127.0.0.1:$port" &
+pid=$!
+trap 'kill $pid 2>/dev/null' EXIT
+scrape() {
+	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+	printf 'GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n' >&3
+	cat <&3
+	exec 3<&-
 }
-show "Real Slurm 22.05, Fair Tree, idle: every value recomputed from RawShares and RawUsage" testdata/slurm-22.05/idle-fairtree.txt
-show "Real Slurm 22.05, classic (NO_FAIR_TREE), idle" testdata/slurm-22.05/idle-classic.txt
-show "Real Slurm 24.11, classic while jobs ran: slurmctld's account values lag one PriorityCalcPeriod" testdata/slurm-24.11/sshare-a-l-P-classic.txt
-exit 0
+for _ in $(seq 50); do body=$(scrape 2>/dev/null) && break; sleep 0.1; done
+echo
+echo "== http://127.0.0.1:$port/metrics: $(grep -c '^slurmdbd_' <<<"$body") series from a synthetic Fair Tree cluster of 400 associations"
+echo
+echo "-- drift: one user's usage is lost on the reported side (usage drift), Slurm's formula is intact (formula drift 0)"
+grep -E '^slurmdbd_fairshare_drift_(max|beyond_tolerance_associations)\{' <<<"$body" | grep -E 'kind="usage",slurm_cluster="demo",value="(raw_usage|fairshare|rank)"|value="fairshare"'
+echo
+echo "-- one user association, every algorithm"
+user=$(grep -m1 -oE 'slurmdbd_fairshare_rank\{[^}]*\}' <<<"$body" | grep -oE 'user="[^"]*"')
+grep -E "^slurmdbd_fairshare_(factor|reported_factor|level_fs|rank|usage_billing_seconds)\{.*$user" <<<"$body"
+echo
+echo "-- health"
+grep -E '^slurmdbd_exporter_(up|source_age_seconds)\{' <<<"$body"
+echo
+echo "Serving at http://127.0.0.1:$port/ until Ctrl-C."
+wait $pid

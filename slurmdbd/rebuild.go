@@ -28,6 +28,12 @@ type UsageInputs struct {
 	// Base is usage already decayed to At per id_assoc and TRES (a
 	// Refresher's frozen sums), added as it is.
 	Base map[Key]float64
+	// Ended are jobs that ended in rolled-up time: without
+	// Passes.ChargeJobEnd slurmctld never charged their last partial pass
+	// interval, which the rollups count. BaseUncharged is that usage for
+	// older jobs, already decayed to At, per id_assoc.
+	Ended         []Job
+	BaseUncharged map[uint32]float64
 }
 
 // Usage is decayed usage per tree association.
@@ -38,6 +44,10 @@ type Usage struct {
 	// slurmctld's usage_tres_raw, which it keeps only with
 	// AccountingStorageEnforce=limits.
 	TRES map[uint32][]float64
+	// Uncharged is billing usage slurmdbd recorded and slurmctld never
+	// charged: finished jobs' last partial pass interval, without
+	// AccountingStorageEnforce=limits.
+	Uncharged []float64
 }
 
 // RawUsage rebuilds every tree association's decayed usage at At, the way
@@ -76,32 +86,37 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 		}
 	}
 
+	u.Uncharged = make([]float64, n)
+	for id, v := range in.BaseUncharged {
+		if i, ok := node[id]; ok {
+			u.Uncharged[i] += v
+		}
+	}
 	jobsFrom := max(float64(in.LastRan.Hourly), in.Since)
 	for _, j := range in.Jobs {
-		counts, err := TRESCounts(j.TRESAlloc)
+		per, billing, err := in.jobTRES(j)
 		if err != nil {
-			problems = append(problems, fmt.Errorf("job_db_inx=%d: %w: left out", j.Inx, err))
+			problems = append(problems, err)
 			continue
 		}
-		uf := 1.0
-		if q, ok := in.QOS[j.QOS]; ok && q.UsageFactor >= 0 {
-			uf = q.UsageFactor
-		}
 		// Usage is linear in the count: one walk over the passes per job.
-		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, uf)
+		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, 1)
 		what := fmt.Sprintf("job_db_inx=%d", j.Inx)
-		billed := false
-		for _, c := range counts {
-			if c[0] == TRESEnergy || c[1] == 0 {
-				continue
-			}
-			billed = billed || c[0] == TRESBilling
-			add(Key{j.Assoc, uint32(c[0])}, w*float64(c[1]), what)
+		for _, c := range per {
+			add(Key{j.Assoc, c.id}, w*c.per, what)
 		}
-		if !billed {
-			// no billing TRES recorded: slurmctld bills the CPUs
-			cpus, _, _ := TRESCount(j.TRESAlloc, 1)
-			add(Key{j.Assoc, TRESBilling}, w*float64(cpus), what)
+		if i, ok := node[j.Assoc]; ok {
+			u.Uncharged[i] += in.tail(j, jobsFrom) * billing
+		}
+	}
+	usage, uncharged, tailProblems := in.Tails(in.Ended)
+	problems = append(problems, tailProblems...)
+	for k, v := range usage {
+		add(k, v, "finished jobs' uncharged usage")
+	}
+	for id, v := range uncharged {
+		if i, ok := node[id]; ok {
+			u.Uncharged[i] += v
 		}
 	}
 
@@ -111,8 +126,83 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 			s[in.Tree.Assocs[i].Parent] += s[i]
 		}
 	}
+	for i := n - 1; i > 0; i-- {
+		u.Uncharged[in.Tree.Assocs[i].Parent] += u.Uncharged[i]
+	}
 	u.Raw = u.TRES[TRESBilling]
 	return u, problems
+}
+
+// tresCharge is what a job charges per second of one TRES.
+type tresCharge struct {
+	id  uint32
+	per float64
+}
+
+// jobTRES is what a job charges per second: each TRES count but energy
+// times its QOS UsageFactor, and billing alone (the CPUs when the job
+// recorded no billing, as slurmctld bills them).
+func (in *UsageInputs) jobTRES(j Job) (per []tresCharge, billing float64, err error) {
+	counts, err := TRESCounts(j.TRESAlloc)
+	if err != nil {
+		return nil, 0, fmt.Errorf("job_db_inx=%d: %w: left out", j.Inx, err)
+	}
+	uf := 1.0
+	if q, ok := in.QOS[j.QOS]; ok && q.UsageFactor >= 0 {
+		uf = q.UsageFactor
+	}
+	billing = -1
+	for _, c := range counts {
+		if c[0] == TRESEnergy || c[1] == 0 {
+			continue
+		}
+		if c[0] == TRESBilling {
+			billing = float64(c[1]) * uf
+		}
+		per = append(per, tresCharge{uint32(c[0]), float64(c[1]) * uf})
+	}
+	if billing < 0 {
+		cpus, _, _ := TRESCount(j.TRESAlloc, 1)
+		billing = float64(cpus) * uf
+		per = append(per, tresCharge{TRESBilling, billing})
+	}
+	return per, billing, nil
+}
+
+// Tails takes finished jobs' uncharged last intervals (tail) out of the
+// rolled-up usage, which counts them: the (negative) usage per id_assoc
+// and TRES, and the uncharged billing usage per id_assoc.
+func (in *UsageInputs) Tails(jobs []Job) (usage map[Key]float64, uncharged map[uint32]float64, problems []error) {
+	usage, uncharged = map[Key]float64{}, map[uint32]float64{}
+	for _, j := range jobs {
+		t := in.tail(j, in.Since)
+		if t == 0 {
+			continue
+		}
+		per, billing, err := in.jobTRES(j)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		for _, c := range per {
+			usage[Key{j.Assoc, c.id}] -= t * c.per
+		}
+		uncharged[j.Assoc] += t * billing
+	}
+	return usage, uncharged, problems
+}
+
+// tail is the decayed usage per unit of count that slurmctld never charges
+// of a finished job: from the last pass before its end (or its start,
+// whichever is later, but not before from) to its end, unless
+// AccountingStorageEnforce=limits charges it at the end.
+func (in *UsageInputs) tail(j Job, from float64) float64 {
+	if in.Passes.ChargeJobEnd || j.End == 0 {
+		return 0
+	}
+	end := float64(j.End)
+	start := max(float64(j.Start), from, in.Passes.LastPass(end))
+	return in.Passes.BucketUsage(start, end, in.At, end-start)
 }
 
 // bucket is a rollup row's decayed contribution at At: spread evenly over

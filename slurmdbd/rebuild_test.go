@@ -140,3 +140,45 @@ func TestOrderAsSlurmctld(t *testing.T) {
 		t.Errorf("order %v, want %s: booted ones in database order, then the rest by creation", got, want)
 	}
 }
+
+// TestUnchargedTails: without AccountingStorageEnforce=limits slurmctld
+// never charges a finished job's time after its last decay pass, which the
+// rollups count. A 20 s job inside one pass interval is charged nothing
+// (observed on real 22.05: docs/usage.md); a 300 s job loses its last
+// partial interval. The rebuilt usage is what slurmctld charged, the
+// rest is uncharged; with limits everything is charged.
+func TestUnchargedTails(t *testing.T) {
+	rows := []Assoc{{ID: 1, Account: "root"}, {ID: 2, Account: "a", ParentAccount: "root", Shares: 1}, {ID: 3, Account: "a", User: "u", Shares: 1}}
+	tree, err := BuildTree(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a 1000-day half-life: decay inside the test's hours is below 1e-5
+	p := fairshare.Passes{HalfLife: 1000 * 86400, Period: 300, Phase: 18}
+	const h = 3600
+	short := Job{Inx: 1, Assoc: 3, Start: h + 20, End: h + 40, TRESAlloc: "1=64,5=64"}  // between the passes at h+18 and h+318
+	long := Job{Inx: 2, Assoc: 3, Start: h + 1000, End: h + 1300, TRESAlloc: "1=8,5=8"} // last pass at h+1218: 82 s uncharged
+	hours := []UsageRow{{Assoc: 3, TRES: 5, Start: h, AllocSecs: 20*64 + 300*8}}
+	for _, limits := range []bool{false, true} {
+		p.ChargeJobEnd = limits
+		in := UsageInputs{Rows: rows, Tree: tree, Passes: p, At: 3 * h, LastRan: LastRan{Hourly: 2 * h, OK: true}, Hours: hours, Ended: []Job{short, long}}
+		u, problems := RawUsage(in)
+		if len(problems) > 0 {
+			t.Fatal(problems)
+		}
+		wantUncharged := float64(20*64 + 82*8)
+		if limits {
+			wantUncharged = 0
+		}
+		total := float64(20*64 + 300*8)
+		if got := u.Uncharged[2]; math.Abs(got-wantUncharged) > 1e-4*total {
+			t.Errorf("limits %v: uncharged %v, want %v", limits, got, wantUncharged)
+		}
+		if got := u.Raw[2]; math.Abs(got-(total-wantUncharged)) > 1e-4*total {
+			t.Errorf("limits %v: charged %v, want %v", limits, got, total-wantUncharged)
+		}
+		if u.Uncharged[0] != u.Uncharged[2] {
+			t.Errorf("root's uncharged %v is not its subtree's %v", u.Uncharged[0], u.Uncharged[2])
+		}
+	}
+}

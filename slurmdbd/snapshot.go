@@ -15,6 +15,11 @@ import (
 // 2^-40, below a millionth of a billing-second per day of a full cluster.
 const horizonHalfLives = 40
 
+// tailHalfLives is how far back finished jobs are read for their uncharged
+// last intervals: a tail is at most one PriorityCalcPeriod of a job, and
+// 2^-10 of it is below the usage tolerance.
+const tailHalfLives = 10
+
 // DefaultReread is how much rolled-up time before the last hourly rollup a
 // refresh reads again: slurmdbd re-rolls recent hours when late records
 // arrive after an outage (trigger_reroll).
@@ -31,6 +36,9 @@ type Snapshot struct {
 	// names the ids (cpu, mem, gres/gpu, ...).
 	TRES      map[uint32][]float64
 	TRESNames map[uint32]string
+	// Uncharged is finished jobs' uncharged billing usage per tree
+	// association (see Usage.Uncharged).
+	Uncharged []float64
 	LastRan   LastRan
 	At        time.Time
 	// Full is true when the refresh read the whole history.
@@ -72,9 +80,12 @@ type Refresher struct {
 
 	fingerprint uint64
 	frozen      map[Key]float64
-	frozenAt    float64 // the pass the frozen sums are decayed to
-	watermark   int64   // rows with time_start below it are frozen
-	lastRollup  int64
+	// frozenUncharged is finished jobs' uncharged usage per id_assoc,
+	// frozen with the rows it was taken out of.
+	frozenUncharged map[uint32]float64
+	frozenAt        float64 // the pass the frozen sums are decayed to
+	watermark       int64   // rows with time_start below it are frozen
+	lastRollup      int64
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
 }
@@ -132,10 +143,37 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 
 	fp := fingerprint(l, rows, r.Passes, r.Since)
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
+	var problems []error
+	freezeTails := func(from, to int64) error {
+		if r.Passes.ChargeJobEnd || to <= from {
+			return nil
+		}
+		jobs, err := c.Ended(ctx, from, to)
+		if err != nil {
+			return err
+		}
+		usage, uncharged, p := in.Tails(jobs)
+		problems = append(problems, p...)
+		for k, v := range usage {
+			r.frozen[k] += v
+		}
+		for id, v := range uncharged {
+			r.frozenUncharged[id] += v
+		}
+		return nil
+	}
 	if full {
-		r.frozen, r.watermark = map[Key]float64{}, from
+		r.frozen, r.frozenUncharged, r.watermark = map[Key]float64{}, map[uint32]float64{}, from
 		if lastRan.OK {
 			if err := r.freezeOld(ctx, &in, l, qos, from, loc); err != nil {
+				return nil, err
+			}
+			// older tails weigh below 2^-tailHalfLives
+			tailFrom := from
+			if r.Passes.HalfLife > 0 {
+				tailFrom = max(from, at.Unix()-int64(tailHalfLives*r.Passes.HalfLife))
+			}
+			if err := freezeTails(tailFrom, r.watermark); err != nil {
 				return nil, err
 			}
 		}
@@ -144,6 +182,9 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 		decay := math.Pow(r.Passes.D(), now-r.frozenAt)
 		for id := range r.frozen {
 			r.frozen[id] *= decay
+		}
+		for id := range r.frozenUncharged {
+			r.frozenUncharged[id] *= decay
 		}
 	}
 	if lastRan.OK && watermark > r.watermark {
@@ -154,6 +195,9 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 		}
 		for _, u := range hours {
 			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+		}
+		if err := freezeTails(r.watermark, watermark); err != nil {
+			return nil, err
 		}
 		r.watermark = watermark
 	}
@@ -167,15 +211,22 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
 		return nil, err
 	}
+	in.BaseUncharged = r.frozenUncharged
+	if !r.Passes.ChargeJobEnd && lastRan.OK {
+		if in.Ended, err = c.Ended(ctx, r.watermark, lastRan.Hourly); err != nil {
+			return nil, err
+		}
+	}
 	names, err := c.db.TRESNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	usage, problems := RawUsage(in)
+	usage, rawProblems := RawUsage(in)
+	problems = append(problems, rawProblems...)
 	for i := range tree.Assocs {
 		tree.Assocs[i].RawUsage = usage.Raw[i]
 	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, TRESNames: names, LastRan: lastRan, At: at, Full: full,
+	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, TRESNames: names, LastRan: lastRan, At: at, Full: full,
 		Problems: append(tree.Problems, problems...)}, nil
 }
 

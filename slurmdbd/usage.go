@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // TRESBilling is the id of the billing TRES (tres_table static ids:
@@ -202,6 +203,10 @@ func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]Job, error) {
 	table := c.table("job_table")
 	q := "SELECT job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc FROM " + table +
 		" WHERE deleted = 0 AND time_start > 0 AND time_start < ? AND (time_end = 0 OR time_end > ?)"
+	return c.jobs(ctx, table, q, to, from)
+}
+
+func (c Cluster) jobs(ctx context.Context, table, q string, args ...any) ([]Job, error) {
 	var out []Job
 	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
 		var j Job
@@ -212,7 +217,7 @@ func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]Job, error) {
 		j.TRESAlloc = tres.String
 		out = append(out, j)
 		return nil
-	}, to, from)
+	}, args...)
 	return out, err
 }
 
@@ -249,4 +254,71 @@ func TRESCount(s string, id int) (count uint64, ok bool, err error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// Pending counts each association's pending jobs (state JOB_PENDING) in
+// <cluster>_job_table.
+func (c Cluster) Pending(ctx context.Context) (map[uint32]int, error) {
+	table := c.table("job_table")
+	q := "SELECT id_assoc, COUNT(*) FROM " + table + " WHERE deleted = 0 AND state = 0 GROUP BY id_assoc"
+	out := map[uint32]int{}
+	err := c.db.query(ctx, "reading pending jobs from "+table, q, func(r *sql.Rows) error {
+		var id uint32
+		var n int
+		if err := r.Scan(&id, &n); err != nil {
+			return err
+		}
+		out[id] = n
+		return nil
+	})
+	return out, err
+}
+
+// WindowUsage sums rolled-up billing usage (QOS UsageFactor applied as in
+// Usage) per association over n windows of length w, newest first: window
+// 0 is the one holding end, windows start at multiples of w since the
+// epoch. Only hours the hourly rollup has written count.
+func (c Cluster) WindowUsage(ctx context.Context, end time.Time, w time.Duration, n int) (map[uint32][]float64, error) {
+	l, err := c.Layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	qos, err := c.db.QOS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws := int64(w.Seconds())
+	if ws <= 0 || n <= 0 {
+		return nil, fmt.Errorf("usage windows of %v × %d: expected a positive length and count", w, n)
+	}
+	cur := end.Unix() / ws * ws
+	rows, err := c.Usage(ctx, l, qos, Hour, cur-int64(n-1)*ws, end.Unix()+1)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint32][]float64{}
+	for _, u := range rows {
+		if u.TRES != TRESBilling {
+			continue
+		}
+		k := (cur - u.Start/ws*ws) / ws
+		if k < 0 || k >= int64(n) {
+			continue
+		}
+		v := out[u.Assoc]
+		if v == nil {
+			v = make([]float64, n)
+			out[u.Assoc] = v
+		}
+		v[k] += u.AllocSecs
+	}
+	return out, nil
+}
+
+// Ended reads the jobs that ended in [from, to).
+func (c Cluster) Ended(ctx context.Context, from, to int64) ([]Job, error) {
+	table := c.table("job_table")
+	q := "SELECT job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc FROM " + table +
+		" WHERE deleted = 0 AND time_start > 0 AND time_end >= ? AND time_end < ?"
+	return c.jobs(ctx, table, q, from, to)
 }

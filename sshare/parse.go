@@ -105,6 +105,12 @@ type Output struct {
 	// Header is true when the input had its header line.
 	Header bool
 	Rows   []Row
+	// Release is Slurm's release from JSON output (meta.slurm.release).
+	Release string
+	// FactorMissing: classic-mode JSON from 23.11 to 25.05 reports every
+	// FairShare as 0, so ParseJSON leaves it NaN for the caller to compute
+	// as 2^(-EffectvUsage/NormShares/FairShareDampeningFactor).
+	FactorMissing bool
 }
 
 // Has reports whether the output has the column.

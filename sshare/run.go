@@ -15,21 +15,35 @@ import (
 // the cluster of slurmConf (SLURM_CONF) and parses its output. ctx bounds
 // it; the process is killed and reaped when ctx ends.
 func Run(ctx context.Context, slurmConf string) (*Output, error) {
-	cmd := exec.CommandContext(ctx, "sshare", "-a", "-l", "-P", "-m")
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("sshare -a -l -P -m: %w", ctx.Err())
-		}
-		return nil, fmt.Errorf("sshare -a -l -P -m: %v: %s", err, strings.TrimSpace(stderr.String()))
+	stdout, err := runSshare(ctx, slurmConf, "-a", "-l", "-P", "-m")
+	if err != nil {
+		return nil, err
 	}
-	out, err := Parse(&stdout, nil)
+	out, err := Parse(bytes.NewReader(stdout), nil)
 	if err != nil {
 		return nil, fmt.Errorf("output of sshare -a -l -P -m: %w", err)
 	}
 	return out, nil
+}
+
+// runSshare runs sshare with args against the cluster of slurmConf. It
+// returns the standard output, also on failure, where it may explain it.
+func runSshare(ctx context.Context, slurmConf string, args ...string) ([]byte, error) {
+	name := "sshare " + strings.Join(args, " ")
+	cmd := exec.CommandContext(ctx, "sshare", args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+	// Killing sshare does not close the pipes a child of it may hold;
+	// without a delay Wait would block on them after ctx ends.
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return stdout.Bytes(), fmt.Errorf("%s: %w", name, ctx.Err())
+		}
+		return stdout.Bytes(), fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
 }
 
 // BootTime asks slurmctld when it started (scontrol show config,

@@ -349,9 +349,15 @@ func stop(cmd *exec.Cmd) {
 // waits until it answers. Running jobs survive.
 func (c *Cluster) RestartCtld(priorityFlags string) {
 	c.StopDaemon("slurmctld")
-	c.cfg.PriorityFlags = priorityFlags
-	c.writeConfigs()
+	c.SetPriorityFlags(priorityFlags)
 	c.startCtld()
+}
+
+// SetPriorityFlags rewrites slurm.conf with these PriorityFlags; the
+// daemons see them after scontrol reconfigure or a restart.
+func (c *Cluster) SetPriorityFlags(flags string) {
+	c.cfg.PriorityFlags = flags
+	c.writeConfigs()
 }
 
 // startCtld starts slurmctld and waits until it answers.

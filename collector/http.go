@@ -1,0 +1,123 @@
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// encoded is a snapshot's exposition, rendered once when it is published:
+// a 10k-association cluster is some 200k series, too many to render within
+// a scrape's time budget, and they only change with the snapshot.
+type encoded struct {
+	text, gz []byte
+}
+
+// Publish makes s what scrapes serve and renders its exposition. s must
+// not change afterwards. An error (two series with the same labels) names
+// the metric; what could be rendered is still published.
+func (c *Collector) Publish(s *Snapshot) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(part{s: s})
+	mfs, gatherErr := reg.Gather()
+	var text, gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
+	w := &teeWriter{&text, zw}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
+			return fmt.Errorf("rendering %s: %w", mf.GetName(), err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	c.snap.Store(s)
+	c.enc.Store(&encoded{text: text.Bytes(), gz: gz.Bytes()})
+	return gatherErr
+}
+
+type teeWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
+
+func (t *teeWriter) Write(p []byte) (int, error) {
+	if n, err := t.a.Write(p); err != nil {
+		return n, err
+	}
+	return t.b.Write(p)
+}
+
+// part is the snapshot-only half of the metrics, rendered at publish time.
+type part struct{ s *Snapshot }
+
+// Describe sends nothing: part is an unchecked collector, registered only
+// to render one snapshot.
+func (part) Describe(chan<- *prometheus.Desc)      {}
+func (p part) Collect(ch chan<- prometheus.Metric) { collectStatic(p.s, ch) }
+
+// Live is the half of the metrics that changes with the time of the
+// scrape (ages); it belongs in the registry given to Handler.
+func (c *Collector) Live() prometheus.Collector { return live{c} }
+
+type live struct{ c *Collector }
+
+func (live) Describe(chan<- *prometheus.Desc) {}
+func (l live) Collect(ch chan<- prometheus.Metric) {
+	if s := l.c.snap.Load(); s != nil {
+		collectLive(s, l.c.now(), ch)
+	}
+}
+
+// Handler serves /metrics in the text format: the published snapshot as
+// rendered at publish time, followed by what g gathers at scrape time
+// (Live, Go and process metrics). Gzip responses concatenate two gzip
+// members, which RFC 1952 allows and Prometheus reads.
+func (c *Collector) Handler(g prometheus.Gatherer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mfs, err := g.Gather()
+		if err != nil {
+			http.Error(w, "gathering the exporter's own metrics: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		var liveText bytes.Buffer
+		for _, mf := range mfs {
+			if _, err := expfmt.MetricFamilyToText(&liveText, mf); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		e := c.enc.Load()
+		if e == nil {
+			e = &encoded{}
+		}
+		h := w.Header()
+		h.Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+		if !acceptsGzip(r) {
+			w.Write(e.text)
+			w.Write(liveText.Bytes())
+			return
+		}
+		h.Set("Content-Encoding", "gzip")
+		if len(e.gz) > 0 {
+			w.Write(e.gz)
+		}
+		zw := gzip.NewWriter(w)
+		zw.Write(liveText.Bytes())
+		zw.Close()
+	})
+}
+
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		enc, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(enc), "gzip") && strings.TrimSpace(q) != "q=0" {
+			return true
+		}
+	}
+	return false
+}

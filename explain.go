@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+type explainCmd struct {
+	User      string        `required:"" help:"User to explain."`
+	Account   string        `help:"Only the user's association under this account (default: all of them)."`
+	Cluster   string        `help:"Cluster (default: slurm.conf's ClusterName)."`
+	At        string        `help:"Explain the factor as of this moment: unix seconds or RFC 3339 (default: now)."`
+	Output    string        `default:"table" enum:"table,json" help:"Output format: table or json."`
+	Reported  string        `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
+	Timeout   time.Duration `name:"reported.timeout" default:"30s" help:"Limit for running sshare."`
+	SlurmConf string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings."`
+	StateDir  string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation, for the phase of the decay passes (default: from slurm.conf)."`
+	dsnFlag
+}
+
+// Level is one association on the path from root to the user.
+type Level struct {
+	Account   string  `json:"account"`
+	User      string  `json:"user,omitempty"`
+	Partition string  `json:"partition,omitempty"`
+	Shares    uint32  `json:"shares"`
+	RawUsage  float64 `json:"raw_usage"`
+	// Per algorithm, as slurmctld computes them.
+	NormShares     map[string]drift.Num `json:"norm_shares"`
+	NormUsage      drift.Num            `json:"norm_usage"`
+	EffectiveUsage map[string]drift.Num `json:"effective_usage"`
+	LevelFS        drift.Num            `json:"level_fs"`
+	Rank           int32                `json:"rank,omitempty"`
+}
+
+// Explanation answers "why is my priority low?" for one association.
+type Explanation struct {
+	Cluster   string               `json:"cluster"`
+	At        time.Time            `json:"at"`
+	Algorithm string               `json:"algorithm"`
+	Path      []Level              `json:"path"`
+	Factors   map[string]drift.Num `json:"factors"`
+	Reported  *drift.Num           `json:"reported_factor,omitempty"`
+	Users     int                  `json:"user_associations"`
+	Reason    string               `json:"reason"`
+}
+
+func (c *explainCmd) Run(env *runEnv) error {
+	ctx := context.Background()
+	at, err := parseAt(c.At, time.Now())
+	if err != nil {
+		return err
+	}
+	conf, err := loadSlurmConf(c.SlurmConf)
+	if err != nil {
+		return err
+	}
+	dsn, err := c.dsn()
+	if err != nil {
+		return err
+	}
+	if dsn == "" {
+		return fmt.Errorf("no database DSN: expected --dsn-file or $%s", dsnEnv)
+	}
+	name := c.Cluster
+	if name == "" {
+		name = conf.ClusterName
+	}
+	stateDir := c.StateDir
+	if stateDir == "" {
+		stateDir = conf.StateSaveLocation
+	}
+	var out *sshare.Output
+	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName {
+		sctx, cancel := context.WithTimeout(ctx, c.Timeout)
+		out, err = sshare.Run(sctx, c.SlurmConf)
+		cancel()
+		if err != nil {
+			env.log.Warn().Err(err).Msg("what Slurm reports is unknown")
+			out = nil
+		}
+	}
+	e := &refresh.Exporter{DSN: dsn, Conf: conf, StateDir: stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
+		Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, MauiInterval: 12 * time.Hour}
+	cl, err := e.Once(ctx, name, at, out)
+	if err != nil {
+		return err
+	}
+	exps, err := explain(cl, at, c.User, c.Account)
+	if err != nil {
+		return err
+	}
+	if c.Output == "json" {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(exps)
+	}
+	for _, x := range exps {
+		x.writeTable(env.stdout)
+	}
+	return nil
+}
+
+// explain finds the user's associations and their paths from root.
+func explain(cl collector.Cluster, at time.Time, user, account string) ([]Explanation, error) {
+	accounts := map[string]*collector.Association{}
+	users := 0
+	for i := range cl.Assocs {
+		a := &cl.Assocs[i]
+		if a.User == "" {
+			accounts[a.Account] = a
+		} else {
+			users++
+		}
+	}
+	var out []Explanation
+	for i := range cl.Assocs {
+		a := &cl.Assocs[i]
+		if a.User != user || (account != "" && a.Account != account) {
+			continue
+		}
+		path := []*collector.Association{a}
+		for p := accounts[a.Account]; p != nil; p = accounts[p.Parent] {
+			path = append([]*collector.Association{p}, path...)
+			if p.Parent == "" || len(path) > 64 {
+				break
+			}
+		}
+		x := Explanation{Cluster: cl.Name, At: at, Algorithm: string(cl.Algorithm), Users: users, Factors: map[string]drift.Num{
+			"classic": drift.Num(a.Classic.FairShare), "fair_tree": drift.Num(a.FairTree.FairShare),
+			"ticket_based": drift.Num(a.TicketBased), "maui": drift.Num(a.Maui),
+		}}
+		if !math.IsNaN(a.ReportedFactor) {
+			r := drift.Num(a.ReportedFactor)
+			x.Reported = &r
+		}
+		for _, p := range path {
+			x.Path = append(x.Path, Level{Account: p.Account, User: p.User, Partition: p.Partition, Shares: p.Shares, RawUsage: p.RawUsage,
+				NormShares:     map[string]drift.Num{"classic": drift.Num(p.Classic.NormShares), "fair_tree": drift.Num(p.FairTree.NormShares)},
+				NormUsage:      drift.Num(p.Classic.NormUsage),
+				EffectiveUsage: map[string]drift.Num{"classic": drift.Num(p.Classic.EffectiveUsage), "fair_tree": drift.Num(p.FairTree.EffectiveUsage)},
+				LevelFS:        drift.Num(p.FairTree.LevelFS), Rank: p.FairTree.Rank})
+		}
+		x.Reason = reason(cl, path)
+		out = append(out, x)
+	}
+	if len(out) == 0 {
+		what := fmt.Sprintf("user %q", user)
+		if account != "" {
+			what += fmt.Sprintf(" under account %q", account)
+		}
+		return nil, fmt.Errorf("%s: no association in cluster %s", what, cl.Name)
+	}
+	return out, nil
+}
+
+// reason names the level on the path that used most over its share: the
+// one that holds the factor down. Under Fair Tree that is the lowest
+// LevelFS (usage over shares among siblings); classic compares effective
+// usage with normalized shares of the whole cluster.
+func reason(cl collector.Cluster, path []*collector.Association) string {
+	worst, ratio := -1, 0.0
+	for i, p := range path[1:] {
+		var r float64
+		if cl.Algorithm == fairshare.AlgorithmFairTree {
+			r = 1 / p.FairTree.LevelFS
+		} else if p.Classic.NormShares > 0 {
+			r = p.Classic.EffectiveUsage / p.Classic.NormShares
+		}
+		if !math.IsNaN(r) && !math.IsInf(r, 0) && r > ratio {
+			worst, ratio = i+1, r
+		}
+	}
+	hl := cl.Config.HalfLife
+	window := fmt.Sprintf("over the decayed history (half-life %s)", humanDuration(hl))
+	if hl == 0 {
+		window = "since the last usage reset"
+	}
+	if worst < 0 || ratio <= 1 {
+		return "No level on the path has used more than its share " + window + "; the factor is set by siblings and other users, not by this user's usage."
+	}
+	p := path[worst]
+	who := "account " + p.Account
+	if p.User != "" {
+		who = "user " + p.User + " (account " + p.Account + ")"
+	}
+	among := "of its share among its siblings"
+	if cl.Algorithm != fairshare.AlgorithmFairTree {
+		among = "of its share of the cluster"
+	}
+	return fmt.Sprintf("%s has used %.1f× %s %s.", who, ratio, among, window)
+}
+
+func humanDuration(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+	}
+	return d.String()
+}
+
+func (x Explanation) writeTable(w io.Writer) {
+	fmt.Fprintf(w, "cluster %s at %s, %s (slurm.conf)\n\n", x.Cluster, x.At.Format(time.RFC3339), x.Algorithm)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "association\tshares\tnorm shares (classic)\tnorm shares (fair tree)\traw usage\tnorm usage\teff usage (classic)\teff usage (fair tree)\tlevel_fs\trank\t")
+	for i, l := range x.Path {
+		name := strings.Repeat(" ", i) + l.Account
+		if l.User != "" {
+			name = strings.Repeat(" ", i) + l.User
+			if l.Partition != "" {
+				name += " (" + l.Partition + ")"
+			}
+		}
+		rank := ""
+		if l.Rank > 0 {
+			rank = fmt.Sprintf("%d/%d", l.Rank, x.Users)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", name, l.Shares, num(l.NormShares["classic"]), num(l.NormShares["fair_tree"]),
+			l.RawUsage, num(l.NormUsage), num(l.EffectiveUsage["classic"]), num(l.EffectiveUsage["fair_tree"]), num(l.LevelFS), rank)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nfactor: classic %s, fair_tree %s, ticket_based %s (what-if), maui %s (what-if)", num(x.Factors["classic"]), num(x.Factors["fair_tree"]), num(x.Factors["ticket_based"]), num(x.Factors["maui"]))
+	if x.Reported != nil {
+		fmt.Fprintf(w, "; Slurm reports %s", num(*x.Reported))
+	}
+	fmt.Fprintf(w, "\n%s\n\n", x.Reason)
+}
+
+// num prints a value as the table shows it: - for blank, inf, %.6f.
+func num(n drift.Num) string {
+	switch f := float64(n); {
+	case math.IsNaN(f):
+		return "-"
+	case math.IsInf(f, 1):
+		return "inf"
+	}
+	return fmt.Sprintf("%.6f", float64(n))
+}

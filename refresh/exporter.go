@@ -1,0 +1,568 @@
+package refresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// ReportFunc reads what Slurm reports (sshare, slurmrestd).
+type ReportFunc func(ctx context.Context) (*sshare.Output, error)
+
+// Stages of a refresh, as the stage label of the exporter's metrics.
+const (
+	StageConfig   = "config"   // reading slurm.conf
+	StageConnect  = "connect"  // opening the database
+	StageDB       = "db"       // reading associations and rebuilding usage
+	StageExtras   = "extras"   // pending jobs and Maui windows
+	StageReported = "reported" // sshare or slurmrestd
+	StageBuild    = "build"    // algorithms and drift
+	StagePublish  = "publish"  // rendering the exposition
+)
+
+// Exporter reads the sources on its own schedule and publishes snapshots
+// to Collector; scrapes never wait for it.
+type Exporter struct {
+	// DSN opens the database; it is opened again after a failure.
+	DSN string
+	// Clusters to read; empty: every cluster in cluster_table.
+	Clusters []string
+	// Conf holds the priority settings; LoadConf, if set, reads them again
+	// at every refresh (slurm.conf changes with scontrol reconfigure), and
+	// a failure keeps the last good ones.
+	Conf     *slurmconf.Config
+	LoadConf func() (*slurmconf.Config, error)
+	// StateDir is slurmctld's StateSaveLocation, for the decay pass phase
+	// of Conf.ClusterName ("": unknown).
+	StateDir string
+	Interval time.Duration
+	// Report reads what slurmctld reports about Conf.ClusterName (nil:
+	// nothing is compared). BootTime, if set, says when slurmctld started.
+	Report           ReportFunc
+	BootTime         func(ctx context.Context) (time.Time, error)
+	ReportedInterval time.Duration
+	ReportedTimeout  time.Duration
+	// StaleAfter withdraws a report this old.
+	StaleAfter time.Duration
+	Tolerance  Tolerance
+	// Maui is the what-if view's configuration; MauiInterval 0 turns it
+	// off.
+	Maui         fairshare.MauiConfig
+	MauiInterval time.Duration
+	Filter       collector.Filter
+	Collector    *collector.Collector
+	Log          zerolog.Logger
+	// QueryTimeout bounds each query (0: slurmdbd.DefaultTimeout).
+	QueryTimeout time.Duration
+
+	now      func() time.Time
+	db       *slurmdbd.DB
+	clusters map[string]*clusterState
+	sources  map[string]collector.Source
+	stages   map[string]collector.Stage
+	report   *reportState
+	boot     time.Time
+	ready    atomic.Bool
+}
+
+type clusterState struct {
+	ref  slurmdbd.Refresher
+	last *Inputs // the last good computation
+	// atReport rebuilds usage at the moments of the reports, with a
+	// Refresher of its own: each moves forward in time.
+	atReport  slurmdbd.Refresher
+	reportDB  *fairshare.Tree
+	reportFor time.Time
+	// mauiRollup is the hourly rollup the Maui windows were read at.
+	mauiRollup int64
+	maui       []float64
+}
+
+type reportState struct {
+	out     *sshare.Output
+	at      time.Time
+	raw     map[drift.Key]float64
+	prevRaw map[drift.Key]float64
+	prevAt  time.Time
+}
+
+// Ready reports whether a database refresh has succeeded.
+func (e *Exporter) Ready() bool { return e.ready.Load() }
+
+type reportResult struct {
+	out  *sshare.Output
+	at   time.Time
+	boot time.Time
+	took time.Duration
+	err  error
+}
+
+// Run refreshes until ctx ends.
+func (e *Exporter) Run(ctx context.Context) {
+	if e.now == nil {
+		e.now = time.Now
+	}
+	e.clusters = map[string]*clusterState{}
+	e.sources = map[string]collector.Source{"db": {}}
+	e.stages = map[string]collector.Stage{}
+	reports := make(chan reportResult)
+	if e.Report != nil {
+		e.sources["reported"] = collector.Source{}
+		go e.reportLoop(ctx, reports)
+	}
+	defer func() {
+		if e.db != nil {
+			e.db.Close()
+		}
+	}()
+	tick := time.NewTicker(e.Interval)
+	defer tick.Stop()
+	stale := time.NewTimer(time.Hour)
+	stale.Stop()
+	e.refreshAll(ctx, e.now())
+	e.publish()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			e.refreshAll(ctx, e.now())
+		case r := <-reports:
+			e.onReport(ctx, r)
+			if e.report != nil {
+				stale.Reset(e.report.at.Add(e.StaleAfter).Sub(e.now()) + time.Second)
+			}
+		case <-stale.C:
+		}
+		e.publish()
+	}
+}
+
+// reportLoop reads the reported side every ReportedInterval, each read
+// bounded by ReportedTimeout.
+func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
+	for {
+		var r reportResult
+		start := e.now()
+		rctx, cancel := context.WithTimeout(ctx, e.ReportedTimeout)
+		if e.BootTime != nil {
+			var err error
+			if r.boot, err = e.BootTime(rctx); err != nil {
+				e.Log.Warn().Err(err).Msg("slurmctld boot time unknown: tied Fair Tree siblings are compared by rank range")
+			}
+		}
+		t0 := e.now()
+		r.out, r.err = e.Report(rctx)
+		t1 := e.now()
+		cancel()
+		r.at, r.took = t0.Add(t1.Sub(t0)/2), t1.Sub(start)
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(e.ReportedInterval - e.now().Sub(start)):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (e *Exporter) stage(name string, took time.Duration, err error) {
+	st := e.stages[name]
+	st.Duration = took
+	if err != nil {
+		st.Errors++
+	}
+	e.stages[name] = st
+}
+
+func (e *Exporter) source(name string, ok bool, at time.Time) {
+	s := e.sources[name]
+	s.Up = ok
+	if ok {
+		s.LastSuccess = at
+	}
+	e.sources[name] = s
+}
+
+func (e *Exporter) onReport(ctx context.Context, r reportResult) {
+	e.stage(StageReported, r.took, r.err)
+	if r.err != nil {
+		e.Log.Error().Err(r.err).Msg("reading what Slurm reports")
+		e.source("reported", false, time.Time{})
+		return
+	}
+	if !r.boot.IsZero() {
+		e.boot = r.boot
+	}
+	if r.out.FactorMissing {
+		// slurmrestd 23.11-25.05 reports factor 0 in classic mode: the
+		// factor is what Slurm's formula makes of its own numbers.
+		for i := range r.out.Rows {
+			row := &r.out.Rows[i]
+			row.FairShare = fairshare.ClassicFactor(row.EffectvUsage, row.NormShares, float64(e.Conf.FairShareDampeningFactor))
+		}
+	}
+	raw := rawByKey(r.out)
+	rs := &reportState{out: r.out, at: r.at, raw: raw}
+	if p := e.report; p != nil {
+		// the last report whose usage differs came before slurmctld's
+		// last decay pass: usage changes only at passes
+		rs.prevRaw, rs.prevAt = p.prevRaw, p.prevAt
+		if !maps.Equal(p.raw, raw) {
+			rs.prevRaw, rs.prevAt = p.raw, p.at
+		}
+	}
+	e.report = rs
+	e.source("reported", true, r.at)
+	// compare with the database's usage at the moment of the report:
+	// usage moves at every decay pass
+	if cs := e.clusters[e.Conf.ClusterName]; cs != nil && e.db != nil {
+		t0 := e.now()
+		in, err := e.read(ctx, e.Conf.ClusterName, &cs.atReport, r.at)
+		e.stage(StageDB, e.now().Sub(t0), err)
+		if err != nil {
+			e.Log.Error().Err(err).Msg("refresh from the database at the moment of the report")
+			return
+		}
+		cs.reportDB, cs.reportFor = in.Tree, r.at
+	}
+}
+
+func rawByKey(out *sshare.Output) map[drift.Key]float64 {
+	raw := make(map[drift.Key]float64, len(out.Rows))
+	for _, row := range out.Rows {
+		raw[drift.Key{Account: row.Account, User: row.User, Partition: row.Partition}] = row.RawUsage
+	}
+	return raw
+}
+
+// freshReport is the report if it is recent enough to compare.
+func (e *Exporter) freshReport() *Report {
+	r := e.report
+	if r == nil || e.now().Sub(r.at) > e.StaleAfter {
+		return nil
+	}
+	rep := &Report{Out: r.out, At: r.at}
+	if r.prevRaw != nil && r.at.Sub(r.prevAt) <= 3*e.Conf.PriorityCalcPeriod {
+		rep.PrevRaw = r.prevRaw
+	}
+	return rep
+}
+
+// connect opens the database and lists the clusters to read.
+func (e *Exporter) connect(ctx context.Context) ([]string, error) {
+	if e.db == nil {
+		db, err := slurmdbd.Open(ctx, e.DSN)
+		if err != nil {
+			return nil, err
+		}
+		if e.QueryTimeout > 0 {
+			db.Timeout = e.QueryTimeout
+		}
+		e.db = db
+	}
+	if len(e.Clusters) > 0 {
+		return e.Clusters, nil
+	}
+	return e.db.Clusters(ctx)
+}
+
+func (e *Exporter) refreshAll(ctx context.Context, at time.Time) {
+	if e.LoadConf != nil {
+		t0 := e.now()
+		conf, err := e.LoadConf()
+		e.stage(StageConfig, e.now().Sub(t0), err)
+		if err != nil {
+			e.Log.Error().Err(err).Msg("slurm.conf: keeping the settings last read")
+		} else {
+			e.Conf = conf
+		}
+	}
+	t0 := e.now()
+	names, err := e.connect(ctx)
+	e.stage(StageConnect, e.now().Sub(t0), err)
+	if err != nil {
+		e.Log.Error().Err(err).Msg("database")
+		e.source("db", false, time.Time{})
+		return
+	}
+	ok := true
+	for _, name := range names {
+		cs := e.clusters[name]
+		if cs == nil {
+			cs = &clusterState{}
+			e.clusters[name] = cs
+		}
+		ok = e.refreshCluster(ctx, name, cs, at) && ok
+	}
+	for name := range e.clusters {
+		if !slices.Contains(names, name) {
+			delete(e.clusters, name) // removed from cluster_table
+		}
+	}
+	e.source("db", ok, at)
+	if ok {
+		e.ready.Store(true)
+	}
+}
+
+// refreshCluster rebuilds one cluster at at; on failure the last good
+// computation stays.
+func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterState, at time.Time) bool {
+	t0 := e.now()
+	in, err := e.read(ctx, name, &cs.ref, at)
+	e.stage(StageDB, e.now().Sub(t0), err)
+	if err != nil {
+		e.Log.Error().Err(err).Str("slurm_cluster", name).Msg("refresh from the database")
+		var conn interface{ Timeout() bool }
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &conn) {
+			// a connection may be wedged (held lock); start afresh
+			e.closeDB()
+		}
+		return false
+	}
+	t1 := e.now()
+	err = e.extras(ctx, name, cs, in)
+	e.stage(StageExtras, e.now().Sub(t1), err)
+	if err != nil {
+		e.Log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
+	}
+	cs.last = in
+	return true
+}
+
+func (e *Exporter) closeDB() {
+	if e.db != nil {
+		e.db.Close()
+		e.db = nil
+	}
+}
+
+func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refresher, at time.Time) (*Inputs, error) {
+	if e.db == nil {
+		if _, err := e.connect(ctx); err != nil {
+			return nil, err
+		}
+	}
+	c, err := e.db.Cluster(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	conf := e.Conf
+	passes := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits()}
+	var since time.Time
+	local := name == conf.ClusterName
+	if local && e.StateDir != "" {
+		if ran, reset, err := slurmstate.LastDecayRan(e.StateDir); err == nil {
+			passes.Phase = float64(ran.Unix())
+			if conf.PriorityUsageResetPeriod != "NONE" {
+				since = reset
+			}
+		} else {
+			e.Log.Warn().Err(err).Msg("decay pass phase unknown: usage may be off by one PriorityCalcPeriod")
+		}
+	}
+	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
+	if local {
+		ref.Boot = e.boot
+	}
+	snap, err := ref.Refresh(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range snap.Problems {
+		e.Log.Warn().Str("slurm_cluster", name).Msg(p.Error())
+	}
+	tree, err := fairshare.NewTree(snap.Tree.Assocs)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	in := &Inputs{
+		Name:          name,
+		Settings:      settings(conf),
+		Tree:          tree,
+		TieOrderKnown: local && !e.boot.IsZero(),
+		TRES:          map[string][]float64{},
+		Maui:          e.Maui,
+		Computed:      at,
+		Tolerance:     e.Tolerance,
+	}
+	for id, v := range snap.TRES {
+		if id == slurmdbd.TRESBilling {
+			continue // the billing usage itself
+		}
+		n := snap.TRESNames[id]
+		if n == "" {
+			n = fmt.Sprintf("tres_%d", id)
+		}
+		in.TRES[n] = v
+	}
+	in.Uncharged = snap.Uncharged
+	if snap.LastRan.OK {
+		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
+	}
+	ids := make([]uint32, len(snap.Tree.Row))
+	for i, r := range snap.Tree.Row {
+		ids[i] = snap.Rows[r].ID
+	}
+	in.assocIDs = ids
+	return in, nil
+}
+
+// extras reads what only the what-if views need: pending jobs for the
+// ticket-based active set, usage windows for Maui (again only after a new
+// hourly rollup).
+func (e *Exporter) extras(ctx context.Context, name string, cs *clusterState, in *Inputs) error {
+	c, err := e.db.Cluster(ctx, name)
+	if err != nil {
+		return err
+	}
+	pending, err := c.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	in.Pending = make([]bool, len(in.assocIDs))
+	for i, id := range in.assocIDs {
+		in.Pending[i] = pending[id] > 0
+	}
+	if e.MauiInterval <= 0 {
+		return nil
+	}
+	rollup := in.LastRollup.Unix()
+	if cs.maui == nil || cs.mauiRollup != rollup || len(cs.maui) != len(in.assocIDs) {
+		windows, err := c.WindowUsage(ctx, in.Computed, e.MauiInterval, e.Maui.Depth)
+		if err != nil {
+			return err
+		}
+		cs.maui, cs.mauiRollup = mauiUsage(in.Tree, in.assocIDs, windows, e.Maui), rollup
+	}
+	in.MauiUsage = cs.maui
+	return nil
+}
+
+// mauiUsage is each association's share of the cluster's windowed usage:
+// a user's own, an account's summed over its subtree.
+func mauiUsage(t *fairshare.Tree, ids []uint32, windows map[uint32][]float64, c fairshare.MauiConfig) []float64 {
+	n := t.Len()
+	used := make([][]float64, n)
+	for i := n - 1; i >= 0; i-- {
+		if used[i] == nil {
+			used[i] = make([]float64, c.Depth)
+		}
+		for k, v := range windows[ids[i]] {
+			used[i][k] += v
+		}
+		if p := t.Association(i).Parent; p >= 0 {
+			if used[p] == nil {
+				used[p] = make([]float64, c.Depth)
+			}
+			for k, v := range used[i] {
+				used[p][k] += v
+			}
+		}
+	}
+	total := used[t.Root()]
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = fairshare.MauiUsage(used[i], total, c)
+	}
+	return out
+}
+
+func settings(conf *slurmconf.Config) Settings {
+	return Settings{
+		Algorithm: conf.Algorithm(),
+		Dampening: float64(conf.FairShareDampeningFactor),
+		Config: collector.Config{
+			PriorityFlags: strings.Join(conf.PriorityFlagNames, ","),
+			HalfLife:      conf.PriorityDecayHalfLife,
+			CalcPeriod:    conf.PriorityCalcPeriod,
+			Dampening:     conf.FairShareDampeningFactor,
+			ResetPeriod:   conf.PriorityUsageResetPeriod,
+		},
+	}
+}
+
+// Once computes one cluster at at, as a refresh would, and compares it
+// with out (may be nil) taken at the same moment: the explain command's
+// one-shot path. It opens the database and closes it again.
+func (e *Exporter) Once(ctx context.Context, name string, at time.Time, out *sshare.Output) (collector.Cluster, error) {
+	e.Log = e.Log.Level(max(e.Log.GetLevel(), zerolog.WarnLevel))
+	defer e.closeDB()
+	var ref slurmdbd.Refresher
+	in, err := e.read(ctx, name, &ref, at)
+	if err != nil {
+		return collector.Cluster{}, err
+	}
+	if err := e.extras(ctx, name, &clusterState{}, in); err != nil {
+		e.Log.Warn().Err(err).Msg("pending jobs or Maui windows")
+	}
+	if out != nil {
+		in.Report = &Report{Out: out, At: at}
+	}
+	return Build(in)
+}
+
+// publish builds every cluster from its last good computation and the
+// fresh report, and hands the snapshot to the collector.
+func (e *Exporter) publish() {
+	t0 := e.now()
+	snap := &collector.Snapshot{Sources: maps.Clone(e.sources), Published: t0}
+	rep := e.freshReport()
+	if e.Report != nil && rep == nil {
+		s := snap.Sources["reported"]
+		s.Up = false
+		snap.Sources["reported"] = s
+	}
+	names := slices.Sorted(maps.Keys(e.clusters))
+	var buildErr error
+	for _, name := range names {
+		cs := e.clusters[name]
+		if cs.last == nil {
+			continue
+		}
+		in := *cs.last
+		if name == e.Conf.ClusterName && rep != nil && cs.reportFor.Equal(rep.At) {
+			in.Report = rep
+			rep.DB = cs.reportDB
+		}
+		cl, err := Build(&in)
+		if err != nil {
+			buildErr = err
+			e.Log.Error().Err(err).Str("slurm_cluster", name).Msg("comparing with what Slurm reports")
+			in.Report = nil
+			cl, _ = Build(&in)
+		}
+		cl.Assocs, cl.Dropped = e.Filter.Apply(cl.Assocs)
+		if cl.Dropped > 0 {
+			e.Log.Warn().Str("slurm_cluster", name).Int("dropped", cl.Dropped).Int("max", e.Filter.MaxAssociations).Msg("too many associations to export: some left out (--collector.max-associations)")
+		}
+		snap.Clusters = append(snap.Clusters, cl)
+	}
+	e.stage(StageBuild, e.now().Sub(t0), buildErr)
+	t1 := e.now()
+	snap.Stages = maps.Clone(e.stages)
+	err := e.Collector.Publish(snap)
+	e.stage(StagePublish, e.now().Sub(t1), err)
+	if err != nil {
+		e.Log.Error().Err(err).Msg("rendering the metrics")
+	}
+}

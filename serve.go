@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/rs/zerolog"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// defaultPort: the Prometheus allocation range 9100-9999 is full, so the
+// exporter takes a port outside it; 10819 echoes slurmdbd's 6819.
+const defaultPort = "10819"
+
+type serveCmd struct {
+	ListenAddress []string `name:"web.listen-address" default:":${port}" sep:"," help:"Addresses to listen on for the web interface and metrics (repeatable)."`
+	SystemdSocket bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of --web.listen-address."`
+	WebConfig     string   `name:"web.config.file" type:"existingfile" help:"exporter-toolkit web configuration file: TLS and basic authentication (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md)."`
+
+	dsnFlag
+	Cluster         []string      `help:"Cluster to export (repeatable; default: every cluster in cluster_table)."`
+	SlurmConf       string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings and the cluster whose reports are compared (ClusterName)."`
+	StateDir        string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf)."`
+	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
+	DBTimeout       time.Duration `name:"db.timeout" default:"30s" help:"Limit for each database query."`
+
+	ReportedSource   string        `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none."`
+	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
+	ReportedTimeout  time.Duration `name:"reported.timeout" default:"30s" help:"Limit for one read of what Slurm reports; sshare is killed when it passes."`
+	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
+	RestURL          string        `name:"slurmrestd.url" default:"http://localhost:6820" help:"slurmrestd base URL."`
+	RestVersion      string        `name:"slurmrestd.api-version" default:"v0.0.41" help:"slurmrestd API version of the shares endpoint (v0.0.40 and later)."`
+	RestUser         string        `name:"slurmrestd.user" default:"root" help:"User name sent as X-SLURM-USER-NAME."`
+	RestTokenFile    string        `name:"slurmrestd.token-file" type:"path" help:"File holding the JWT sent as X-SLURM-USER-TOKEN, read at every request."`
+
+	FormulaTolerance float64 `name:"drift.formula-tolerance" default:"1e-4" help:"Formula drift allowed on top of print precision (absolute)."`
+	UsageTolerance   float64 `name:"drift.usage-tolerance" default:"0.005" help:"Usage drift allowed between the database's RawUsage and Slurm's (relative; 0.005 is 0.5%)."`
+	FactorTolerance  float64 `name:"drift.factor-tolerance" default:"0.01" help:"Effect of usage drift on the factor allowed (absolute)."`
+
+	MauiInterval time.Duration `name:"maui.fsinterval" default:"12h" help:"Maui what-if view: FSINTERVAL, the length of a window (0 turns the view off)."`
+	MauiDepth    int           `name:"maui.fsdepth" default:"8" help:"Maui what-if view: FSDEPTH, the number of windows."`
+	MauiDecay    float64       `name:"maui.fsdecay" default:"1.0" help:"Maui what-if view: FSDECAY, the weight ratio of successive windows (1: none)."`
+
+	Users           bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
+	AccountInclude  string `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
+	AccountExclude  string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
+	MaxAssociations int    `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
+
+	Demo bool `help:"Serve a bundled synthetic cluster: no database or Slurm needed."`
+}
+
+func (s *serveCmd) Validate() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--refresh-interval", s.RefreshInterval}, {"--reported.timeout", s.ReportedTimeout}, {"--db.timeout", s.DBTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %v: expected a positive duration", d.flag, d.v)
+		}
+	}
+	if s.ReportedInterval < 0 || s.ReportedStale < 1 {
+		return fmt.Errorf("--reported.interval %v, --reported.stale-intervals %d: expected a duration >= 0 and a count >= 1", s.ReportedInterval, s.ReportedStale)
+	}
+	if !(s.FormulaTolerance >= 0 && s.UsageTolerance >= 0 && s.FactorTolerance >= 0) {
+		return errors.New("--drift.*-tolerance: expected numbers >= 0")
+	}
+	if s.MauiInterval < 0 {
+		return fmt.Errorf("--maui.fsinterval %v: expected a duration >= 0", s.MauiInterval)
+	}
+	if s.ReportedSource == "slurmrestd" && s.RestTokenFile == "" && !s.Demo {
+		return errors.New("--reported.source slurmrestd: expected --slurmrestd.token-file")
+	}
+	return s.maui().Validate()
+}
+
+func (s *serveCmd) maui() fairshare.MauiConfig {
+	return fairshare.MauiConfig{Depth: s.MauiDepth, Decay: s.MauiDecay}
+}
+
+func (s *serveCmd) filter() (collector.Filter, error) {
+	f := collector.Filter{NoUsers: !s.Users, MaxAssociations: s.MaxAssociations}
+	var err error
+	if f.Include, err = collector.CompileAnchored("--collector.account-include", s.AccountInclude); err != nil {
+		return f, err
+	}
+	f.Exclude, err = collector.CompileAnchored("--collector.account-exclude", s.AccountExclude)
+	return f, err
+}
+
+func (s *serveCmd) Run(env *runEnv) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	filter, err := s.filter()
+	if err != nil {
+		return err
+	}
+	col := collector.New()
+	ready := func() bool { return true }
+	if s.Demo {
+		snap := refresh.Demo(time.Now())
+		snap.Clusters[0].Assocs, snap.Clusters[0].Dropped = filter.Apply(snap.Clusters[0].Assocs)
+		if err := col.Publish(snap); err != nil {
+			return err
+		}
+		env.log.Info().Msg("serving the bundled demo cluster")
+	} else {
+		e, err := s.exporter(ctx, env.log, col, filter)
+		if err != nil {
+			return err
+		}
+		go e.Run(ctx)
+		ready = e.Ready
+	}
+	return s.listen(ctx, env.log, col, ready)
+}
+
+// exporter checks the configuration and builds the refresh loops. The
+// database may be down at startup: the exporter then serves up 0 until it
+// answers; a cluster it names that is not in cluster_table is an error.
+func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collector.Collector, filter collector.Filter) (*refresh.Exporter, error) {
+	conf, err := loadSlurmConf(s.SlurmConf)
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := s.dsn()
+	if err != nil {
+		return nil, err
+	}
+	if dsn == "" {
+		return nil, errors.New("no database DSN: expected --dsn-file or $" + dsnEnv)
+	}
+	if db, err := slurmdbd.Open(ctx, dsn); err != nil {
+		log.Error().Err(err).Msg("database unreachable at startup: retrying every --refresh-interval")
+	} else {
+		for _, name := range s.Cluster {
+			if _, err := db.Cluster(ctx, name); err != nil {
+				db.Close()
+				return nil, fmt.Errorf("--cluster: %w", err)
+			}
+		}
+		db.Close()
+	}
+	stateDir := s.StateDir
+	if stateDir == "" {
+		stateDir = conf.StateSaveLocation
+	}
+	interval := s.ReportedInterval
+	if interval == 0 {
+		interval = conf.PriorityCalcPeriod
+	}
+	e := &refresh.Exporter{
+		DSN: dsn, Clusters: s.Cluster, Conf: conf, LoadConf: func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }, StateDir: stateDir, Interval: s.RefreshInterval, QueryTimeout: s.DBTimeout,
+		ReportedInterval: interval, ReportedTimeout: s.ReportedTimeout, StaleAfter: time.Duration(s.ReportedStale) * interval,
+		Tolerance:    refresh.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},
+		Maui:         s.maui(),
+		MauiInterval: s.MauiInterval,
+		Filter:       filter, Collector: col, Log: log,
+	}
+	switch s.ReportedSource {
+	case "sshare":
+		e.Report = func(ctx context.Context) (*sshare.Output, error) { return sshare.Run(ctx, s.SlurmConf) }
+		e.BootTime = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, s.SlurmConf) }
+	case "slurmrestd":
+		client := &http.Client{}
+		e.Report = func(ctx context.Context) (*sshare.Output, error) {
+			tok, err := os.ReadFile(s.RestTokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("--slurmrestd.token-file: %w", err)
+			}
+			return sshare.FetchREST(ctx, client, s.RestURL, s.RestVersion, s.RestUser, strings.TrimSpace(string(tok)))
+		}
+	}
+	return e, nil
+}
+
+func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collector.Collector, ready func() bool) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col.Live(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", col.Handler(reg))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy.") })
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "Not ready: no successful refresh from the database yet.", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "Ready.")
+	})
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "slurmdbd_exporter",
+		Description: "Slurm fairshare recomputed from the slurmdbd database, with its drift from what Slurm reports",
+		Version:     versionString(),
+		Links: []web.LandingLinks{
+			{Address: "metrics", Text: "Metrics"},
+			{Address: "-/healthy", Text: "Health"},
+			{Address: "-/ready", Text: "Readiness"},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", landing)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	flags := &web.FlagConfig{WebListenAddresses: &s.ListenAddress, WebSystemdSocket: &s.SystemdSocket, WebConfigFile: &s.WebConfig}
+	err = web.ListenAndServe(srv, flags, slog.New(zerolog.NewSlogHandler(log)))
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

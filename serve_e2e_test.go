@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+)
+
+// exporterBinary builds the command once per test binary run.
+func exporterBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "slurmdbd_exporter")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// served is a running `slurmdbd_exporter serve`.
+type served struct {
+	t    *testing.T
+	url  string
+	cmd  *exec.Cmd
+	logs *bytes.Buffer
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startServe runs the built binary with args and waits for /-/ready.
+func startServe(t *testing.T, bin string, env []string, args ...string) *served {
+	t.Helper()
+	addr := freeAddr(t)
+	s := &served{t: t, url: "http://" + addr, logs: &bytes.Buffer{}}
+	s.cmd = exec.Command(bin, append([]string{"serve", "--web.listen-address", addr, "--log.format", "json", "--log.level", "debug"}, args...)...)
+	s.cmd.Env = env
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- s.cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			s.cmd.Process.Kill()
+			t.Error("serve did not stop within 10 s of SIGINT")
+		}
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", testenv.Tail(s.logs.Bytes()))
+		}
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := http.Get(s.url + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 90 s (last: %v)\n%s", err, testenv.Tail(s.logs.Bytes()))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// scrape returns every sample by its series, name{labels} with labels
+// sorted as the text format writes them.
+func (s *served) scrape() (map[string]float64, []byte) {
+	s.t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		s.t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		s.t.Fatalf("scrape: status %d, %v", resp.StatusCode, err)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "" || l[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(l, ' ')
+		v, err := strconv.ParseFloat(l[i+1:], 64)
+		if err != nil {
+			s.t.Fatalf("scrape: line %q: %v", l, err)
+		}
+		m[l[:i]] = v
+	}
+	return m, body
+}
+
+// series names a sample: series("up", "source", "db").
+func series(name string, kv ...string) string {
+	type pair struct{ k, v string }
+	var ps []pair
+	for i := 0; i+1 < len(kv); i += 2 {
+		ps = append(ps, pair{kv[i], kv[i+1]})
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].k < ps[j].k })
+	var b strings.Builder
+	b.WriteString(name)
+	if len(ps) > 0 {
+		b.WriteByte('{')
+		for i, p := range ps {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%s=%q", p.k, p.v)
+		}
+		b.WriteByte('}')
+	}
+	return b.String()
+}
+
+// driftBeyond sums, per kind, the associations beyond tolerance, and lists
+// the values that have any.
+func driftBeyond(m map[string]float64, cluster string) (formula, usage float64, which []string) {
+	for k, v := range m {
+		if !strings.HasPrefix(k, "slurmdbd_fairshare_drift_beyond_tolerance_associations{") || !strings.Contains(k, `slurm_cluster="`+cluster+`"`) {
+			continue
+		}
+		if strings.Contains(k, `kind="formula"`) {
+			formula += v
+		} else {
+			usage += v
+		}
+		if v > 0 {
+			which = append(which, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	sort.Strings(which)
+	return formula, usage, which
+}
+
+func maxDrift(m map[string]float64, cluster string) []string {
+	var out []string
+	for k, v := range m {
+		if strings.HasPrefix(k, "slurmdbd_fairshare_drift_max{") && strings.Contains(k, `slurm_cluster="`+cluster+`"`) && v != 0 {
+			out = append(out, fmt.Sprintf("%s %g", strings.TrimPrefix(k, "slurmdbd_fairshare_drift_max"), v))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitScrape scrapes until ok holds or d passes.
+func (s *served) waitScrape(what string, d time.Duration, ok func(map[string]float64) bool) map[string]float64 {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		m, _ := s.scrape()
+		if ok(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: not within %v\n%s", what, d, testenv.Tail(s.logs.Bytes()))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// TestServeRealSlurm runs the built exporter against real Slurm 22.05 and
+// MariaDB: jobs run over several decay passes without a drift alarm; then
+// real faults raise the drift they should: PriorityFlags switched by
+// scontrol reconfigure without a restart (formula drift and the applied
+// algorithm), RawUsage=0 set by sacctmgr and the assoc_usage state lost
+// over a restart (usage drift); MariaDB stopped: the last good values stay
+// served, up{source="db"} is 0 and the last success frozen, and it
+// recovers within one refresh.
+func TestServeRealSlurm(t *testing.T) {
+	testenv.Require(t, []string{"promtool"}, []string{"prometheus"})
+	c := slurmharness.Start(t, slurmharness.Config{CPUs: 1024, Enforce: "associations,limits"})
+	users := []string{"alice", "bob", "carol", "dave"}
+	for _, u := range users {
+		c.EnsureUnixUser(u)
+	}
+	c.LoadTree([][]string{
+		{"add", "account", "phys", "parent=root", "fairshare=40"},
+		{"add", "account", "chem", "parent=root", "fairshare=60"},
+		{"add", "user", "alice", "account=phys", "fairshare=1"},
+		{"add", "user", "bob", "account=phys", "fairshare=2"},
+		{"add", "user", "carol", "account=chem", "fairshare=1"},
+		{"add", "user", "dave", "account=chem", "fairshare=1"},
+	})
+	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, exporterBinary(t), c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
+	name := c.Name
+	up := func(src string) string { return series("slurmdbd_exporter_up", "source", src) }
+
+	// Jobs over several passes (PriorityCalcPeriod is 1 minute): no alarm.
+	ids := []string{
+		c.Submit("alice", "phys", "", 256, 400), c.Submit("carol", "chem", "", 128, 400),
+		c.Submit("bob", "phys", "", 96, 75), c.Submit("dave", "chem", "", 64, 150),
+	}
+	c.WaitRunning(3*time.Minute, ids...)
+	end := time.Now().Add(4 * time.Minute)
+	scrapes := 0
+	for time.Now().Before(end) {
+		m, body := s.scrape()
+		if m[up("db")] != 1 || m[up("reported")] != 1 {
+			t.Fatalf("while jobs run: up db %v, reported %v", m[up("db")], m[up("reported")])
+		}
+		if f, u, which := driftBeyond(m, name); f+u > 0 {
+			t.Errorf("false alarm while jobs run: %v; largest drifts %v", which, maxDrift(m, name))
+		}
+		if scrapes == 0 {
+			promtool(t, body)
+		}
+		scrapes++
+		time.Sleep(15 * time.Second)
+	}
+	m, _ := s.scrape()
+	t.Logf("after 4 minutes of jobs (%d scrapes): largest drifts %v", scrapes, maxDrift(m, name))
+	if m[series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")] <= 0 {
+		t.Errorf("no reported usage for alice after 4 minutes of her job")
+	}
+
+	// (a) PriorityFlags switched without a restart: slurmctld goes on from
+	// Fair Tree's sibling-normalized shares.
+	c.SetPriorityFlags("NO_FAIR_TREE")
+	c.MustRun("scontrol", "reconfigure")
+	m = s.waitScrape("formula drift after scontrol reconfigure", 4*time.Minute, func(m map[string]float64) bool {
+		f, _, _ := driftBeyond(m, name)
+		return f > 0
+	})
+	_, _, which := driftBeyond(m, name)
+	t.Logf("flags changed without restart: %v; largest drifts %v", which, maxDrift(m, name))
+	if v, ok := m[series("slurmdbd_fairshare_algorithm_mismatch", "slurm_cluster", name, "configured", "classic", "applied", "fair_tree")]; !ok || v != 1 {
+		t.Errorf("applied algorithm not reported as fair_tree against classic configured")
+	}
+	// A restart mends it: classic, jobs still running, no alarm.
+	c.RestartCtld("NO_FAIR_TREE")
+	s.waitScrape("formula drift gone after the restart", 4*time.Minute, func(m map[string]float64) bool {
+		f, _, _ := driftBeyond(m, name)
+		_, mismatch := m[series("slurmdbd_fairshare_algorithm_mismatch", "slurm_cluster", name, "configured", "classic", "applied", "classic")]
+		return f == 0 && mismatch
+	})
+
+	// (b) RawUsage=0 on one user: usage drift on that user.
+	c.Sacctmgr("modify", "user", "where", "name=alice", "account=phys", "set", "RawUsage=0")
+	m = s.waitScrape("usage drift after RawUsage=0", 3*time.Minute, func(m map[string]float64) bool {
+		return m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")] > 0
+	})
+	before := m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")]
+	_, _, which = driftBeyond(m, name)
+	t.Logf("RawUsage=0 for alice: %v", which)
+
+	// (c) the assoc_usage state lost over a restart: everyone's usage.
+	c.StopDaemon("slurmctld")
+	if err := os.Remove(filepath.Join(c.StateDir(), "assoc_usage")); err != nil {
+		t.Fatal(err)
+	}
+	c.RestartCtld("NO_FAIR_TREE")
+	m = s.waitScrape("more usage drift after assoc_usage was lost", 3*time.Minute, func(m map[string]float64) bool {
+		return m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")] > before
+	})
+	_, _, which = driftBeyond(m, name)
+	t.Logf("assoc_usage removed: %v", which)
+
+	// MariaDB stopped: last good values served, db down, success frozen.
+	last := series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "db")
+	c.DB.Stop()
+	m = s.waitScrape("db down", time.Minute, func(m map[string]float64) bool { return m[up("db")] == 0 })
+	frozen := m[last]
+	time.Sleep(12 * time.Second)
+	m, _ = s.scrape()
+	if m[last] != frozen || m[up("db")] != 0 {
+		t.Errorf("database stopped: last success moved from %v to %v, up %v", frozen, m[last], m[up("db")])
+	}
+	if _, ok := m[series("slurmdbd_fairshare_factor", "slurm_cluster", name, "account", "chem", "user", "carol", "partition", "", "parent", "chem", "algorithm", "fair_tree")]; !ok {
+		t.Errorf("last good values not served while the database is down")
+	}
+	c.DB.Restart()
+	back := time.Now()
+	s.waitScrape("db back", 30*time.Second, func(m map[string]float64) bool { return m[up("db")] == 1 && m[last] > frozen })
+	t.Logf("database back: up again after %v (refresh interval 5 s)", time.Since(back).Round(time.Second))
+}
+
+// promtool checks a real scrape with `promtool check metrics`.
+func promtool(t *testing.T, body []byte) {
+	t.Helper()
+	cmd := exec.Command("promtool", "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
