@@ -52,6 +52,15 @@ func (d *database) validate() error {
 	return nil
 }
 
+// required is the DSN, which must be given.
+func (d *dsnFlag) required() (string, error) {
+	dsn, err := d.dsn()
+	if err == nil && dsn == "" {
+		err = errors.New("no database DSN: expected --dsn-file or $" + dsnEnv)
+	}
+	return dsn, err
+}
+
 func (d *dsnFlag) dsn() (string, error) {
 	if d.DSNFile == "" {
 		return os.Getenv(dsnEnv), nil

@@ -67,12 +67,9 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	dsn, err := c.dsn()
+	dsn, err := c.required()
 	if err != nil {
 		return err
-	}
-	if dsn == "" {
-		return fmt.Errorf("no database DSN: expected --dsn-file or $%s", dsnEnv)
 	}
 	name := c.Cluster
 	if name == "" {

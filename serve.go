@@ -139,12 +139,9 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	if err != nil {
 		return nil, err
 	}
-	dsn, err := s.dsn()
+	dsn, err := s.required()
 	if err != nil {
 		return nil, err
-	}
-	if dsn == "" {
-		return nil, errors.New("no database DSN: expected --dsn-file or $" + dsnEnv)
 	}
 	if db, err := slurmdbd.Open(ctx, dsn); err != nil {
 		log.Error().Err(err).Msg("database unreachable at startup: retrying every --refresh-interval")

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -218,7 +220,8 @@ func TestServeRealSlurm(t *testing.T) {
 	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServe(t, exporterBinary(t), c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
+	bin := exporterBinary(t)
+	s := startServe(t, bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
 	name := c.Name
 	up := func(src string) string { return series("slurmdbd_exporter_up", "source", src) }
 
@@ -249,6 +252,8 @@ func TestServeRealSlurm(t *testing.T) {
 	if m[series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")] <= 0 {
 		t.Errorf("no reported usage for alice after 4 minutes of her job")
 	}
+
+	checkExplain(t, bin, c, dsnFile)
 
 	// (a) PriorityFlags switched without a restart: slurmctld goes on from
 	// Fair Tree's sibling-normalized shares.
@@ -319,4 +324,34 @@ func promtool(t *testing.T, body []byte) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
+}
+
+// checkExplain asks why alice's priority is what it is: the path from
+// root, her Fair Tree factor as slurmctld reports it, and a reason.
+func checkExplain(t *testing.T, bin string, c *slurmharness.Cluster, dsnFile string) {
+	t.Helper()
+	cmd := exec.Command(bin, "explain", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--user", "alice", "--output", "json")
+	cmd.Env = c.Env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("explain: %v\n%s", err, stderr.String())
+	}
+	var exps []Explanation
+	if err := json.Unmarshal(out, &exps); err != nil || len(exps) != 1 {
+		t.Fatalf("explain --output json: %v, %d explanations\n%s", err, len(exps), out)
+	}
+	x := exps[0]
+	var path []string
+	for _, l := range x.Path {
+		path = append(path, l.Account+"/"+l.User)
+	}
+	if strings.Join(path, " ") != "root/ phys/ phys/alice" {
+		t.Errorf("explain path %v, want root, phys, alice", path)
+	}
+	if x.Reported == nil || math.Abs(float64(x.Factors["fair_tree"]-*x.Reported)) > 0.01 || x.Reason == "" {
+		t.Errorf("explain: fair_tree %v, reported %v, reason %q", x.Factors["fair_tree"], x.Reported, x.Reason)
+	}
+	t.Logf("explain alice: %s", x.Reason)
 }

@@ -137,14 +137,7 @@ func TestClassicLag(t *testing.T) {
 			break
 		}
 	}
-	for i := range assocs {
-		if !assocs[i].IsUser() {
-			assocs[i].RawUsage = 0
-		}
-	}
-	for i := len(assocs) - 1; i > 0; i-- {
-		assocs[assocs[i].Parent].RawUsage += assocs[i].RawUsage
-	}
+	sumSubtrees(assocs)
 	tree, err := fairshare.NewTree(assocs)
 	if err != nil {
 		t.Fatal(err)

@@ -51,16 +51,7 @@ func Demo(now time.Time) *collector.Snapshot {
 		}
 		assocs[i] = a
 	}
-	// accounts hold their subtree's sum on the reported side too;
-	// Synthetic lists parents first
-	for i := range assocs {
-		if !assocs[i].IsUser() {
-			assocs[i].RawUsage = 0
-		}
-	}
-	for i := len(assocs) - 1; i > 0; i-- {
-		assocs[assocs[i].Parent].RawUsage += assocs[i].RawUsage
-	}
+	sumSubtrees(assocs)
 	reported, err := fairshare.NewTree(assocs)
 	if err != nil {
 		panic(err)
@@ -110,4 +101,17 @@ func SshareOf(t *fairshare.Tree, vals []fairshare.Values) *sshare.Output {
 	}
 	walk(t.Root(), 0)
 	return out
+}
+
+// sumSubtrees sets each account's RawUsage to the sum of its users', as
+// slurmctld holds it; parents must come before their children.
+func sumSubtrees(assocs []fairshare.Association) {
+	for i := range assocs {
+		if !assocs[i].IsUser() {
+			assocs[i].RawUsage = 0
+		}
+	}
+	for i := len(assocs) - 1; i > 0; i-- {
+		assocs[assocs[i].Parent].RawUsage += assocs[i].RawUsage
+	}
 }
