@@ -1,4 +1,5 @@
-GO      ?= go
+# go from PATH, else the toolchain's usual home (a fresh machine may not have it on PATH)
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := slurmdbd_exporter
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X main.version=$(VERSION)
