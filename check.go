@@ -12,10 +12,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-// sshareUsageErr is how far sshare's RawUsage can be from slurmctld's: it
-// prints usage_raw truncated to an integer.
-const sshareUsageErr = 1
-
 type checkCmd struct {
 	SshareFile string  `name:"sshare-file" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode."`
 	Algorithm  string  `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
@@ -73,7 +69,7 @@ func (c *checkCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	bounds := tree.UsageBounds(alg, vals, sshareUsageErr, c.Dampening)
+	bounds := tree.UsageBounds(alg, vals, sshare.UsageResolution, c.Dampening)
 	rep := drift.Compare(alg, c.Tolerance, drift.FromSshare(out), drift.FromTree(tree, vals, bounds))
 	if alg == fairshare.AlgorithmDepthOblivious {
 		rep.Note = depthObliviousNote

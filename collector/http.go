@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -27,7 +28,7 @@ func (c *Collector) Publish(s *Snapshot) error {
 	mfs, gatherErr := reg.Gather()
 	var text, gz bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	w := &teeWriter{&text, zw}
+	w := io.MultiWriter(&text, zw)
 	for _, mf := range mfs {
 		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
 			return fmt.Errorf("rendering %s: %w", mf.GetName(), err)
@@ -39,17 +40,6 @@ func (c *Collector) Publish(s *Snapshot) error {
 	c.snap.Store(s)
 	c.enc.Store(&encoded{text: text.Bytes(), gz: gz.Bytes()})
 	return gatherErr
-}
-
-type teeWriter struct {
-	a, b interface{ Write([]byte) (int, error) }
-}
-
-func (t *teeWriter) Write(p []byte) (int, error) {
-	if n, err := t.a.Write(p); err != nil {
-		return n, err
-	}
-	return t.b.Write(p)
 }
 
 // part is the snapshot-only half of the metrics, rendered at publish time.

@@ -163,7 +163,7 @@ func compareReport(in *Inputs) (*reportComparison, error) {
 	if err != nil {
 		return nil, err
 	}
-	bounds := rt.UsageBounds(s.Algorithm, replay, sshareUsageErr, s.Dampening)
+	bounds := rt.UsageBounds(s.Algorithm, replay, sshare.UsageResolution, s.Dampening)
 	if s.Algorithm == fairshare.AlgorithmClassic && in.Report.PrevRaw != nil {
 		widenForLag(rt, replay, bounds, in.Report.PrevRaw, s.Dampening)
 	}
@@ -198,10 +198,6 @@ func compareReport(in *Inputs) (*reportComparison, error) {
 func notYetComputed(out *sshare.Output, r *sshare.Row) bool {
 	return r.Depth > 0 && math.IsNaN(r.NormUsage) && out.Has(sshare.NormUsage)
 }
-
-// sshareUsageErr is how far a reported RawUsage can be from slurmctld's:
-// sshare prints it truncated to an integer, JSON as an integer.
-const sshareUsageErr = 1
 
 // widenForLag allows each value to be anywhere between the replay and the
 // replay lagged by one decay pass: slurmctld computes classic effective
@@ -288,7 +284,7 @@ func usageDrift(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, r
 		if d := math.Abs(a.RawUsage - r.RawUsage); d > 0 {
 			scale := math.Max(a.RawUsage, r.RawUsage)
 			usage.Max = math.Max(usage.Max, d/math.Max(scale, 1))
-			if d > tol.Usage*scale+sshareUsageErr {
+			if d > tol.Usage*scale+sshare.UsageResolution {
 				usage.Beyond++
 			}
 		}

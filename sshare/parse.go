@@ -18,6 +18,10 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
+// UsageResolution is how far a reported RawUsage can be from slurmctld's:
+// sshare prints usage_raw truncated to an integer, JSON as an integer.
+const UsageResolution = 1
+
 // Column names as sshare prints them in its header.
 const (
 	Account      = "Account"
