@@ -12,9 +12,9 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -118,18 +118,12 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	var notes []string
-	passes := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits()}
-	var since time.Time
 	stateDir := c.StateDir
 	if stateDir == "" {
 		stateDir = conf.StateSaveLocation
 	}
-	if ran, reset, err := slurmstate.LastDecayRan(stateDir); err == nil {
-		passes.Phase = float64(ran.Unix())
-		if conf.PriorityUsageResetPeriod != "NONE" {
-			since = reset
-		}
-	} else {
+	passes, since, err := refresh.Decay(conf, stateDir)
+	if err != nil {
 		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage may be off by one PriorityCalcPeriod")
 		env.log.Warn().Err(err).Msg("decay pass phase unknown")
 	}

@@ -125,11 +125,7 @@ func (e *Exporter) Run(ctx context.Context) {
 		e.sources["reported"] = collector.Source{}
 		go e.reportLoop(ctx, reports)
 	}
-	defer func() {
-		if e.db != nil {
-			e.db.Close()
-		}
-	}()
+	defer e.closeDB()
 	tick := time.NewTicker(e.Interval)
 	defer tick.Stop()
 	stale := time.NewTimer(time.Hour)
@@ -267,20 +263,26 @@ func (e *Exporter) freshReport() *Report {
 	return rep
 }
 
-// connect opens the database and lists the clusters to read.
-func (e *Exporter) connect(ctx context.Context) ([]string, error) {
-	if e.db == nil {
-		db, err := slurmdbd.Open(ctx, e.DSN)
-		if err != nil {
-			return nil, err
-		}
-		if e.QueryTimeout > 0 {
-			db.Timeout = e.QueryTimeout
-		}
-		e.db = db
+// open opens the database unless it is open.
+func (e *Exporter) open(ctx context.Context) error {
+	if e.db != nil {
+		return nil
 	}
-	if len(e.Clusters) > 0 {
-		return e.Clusters, nil
+	db, err := slurmdbd.Open(ctx, e.DSN)
+	if err != nil {
+		return err
+	}
+	if e.QueryTimeout > 0 {
+		db.Timeout = e.QueryTimeout
+	}
+	e.db = db
+	return nil
+}
+
+// clusterNames are the clusters to read.
+func (e *Exporter) clusterNames(ctx context.Context) ([]string, error) {
+	if err := e.open(ctx); err != nil || len(e.Clusters) > 0 {
+		return e.Clusters, err
 	}
 	return e.db.Clusters(ctx)
 }
@@ -297,7 +299,7 @@ func (e *Exporter) refreshAll(ctx context.Context, at time.Time) {
 		}
 	}
 	t0 := e.now()
-	names, err := e.connect(ctx)
+	names, err := e.clusterNames(ctx)
 	e.stage(StageConnect, e.now().Sub(t0), err)
 	if err != nil {
 		e.Log.Error().Err(err).Msg("database")
@@ -340,7 +342,7 @@ func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterS
 		return false
 	}
 	t1 := e.now()
-	err = e.extras(ctx, name, cs, in)
+	err = e.extras(ctx, cs.ref.Cluster, cs, in)
 	e.stage(StageExtras, e.now().Sub(t1), err)
 	if err != nil {
 		e.Log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
@@ -357,28 +359,22 @@ func (e *Exporter) closeDB() {
 }
 
 func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refresher, at time.Time) (*Inputs, error) {
-	if e.db == nil {
-		if _, err := e.connect(ctx); err != nil {
-			return nil, err
-		}
+	if err := e.open(ctx); err != nil {
+		return nil, err
 	}
 	c, err := e.db.Cluster(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	conf := e.Conf
-	passes := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits()}
-	var since time.Time
 	local := name == conf.ClusterName
-	if local && e.StateDir != "" {
-		if ran, reset, err := slurmstate.LastDecayRan(e.StateDir); err == nil {
-			passes.Phase = float64(ran.Unix())
-			if conf.PriorityUsageResetPeriod != "NONE" {
-				since = reset
-			}
-		} else {
-			e.Log.Warn().Err(err).Msg("decay pass phase unknown: usage may be off by one PriorityCalcPeriod")
-		}
+	stateDir := ""
+	if local {
+		stateDir = e.StateDir // the phase of other clusters' passes is unknown
+	}
+	passes, since, err := Decay(conf, stateDir)
+	if err != nil && stateDir != "" {
+		e.Log.Warn().Err(err).Msg("decay pass phase unknown: usage may be off by one PriorityCalcPeriod")
 	}
 	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
 	if local {
@@ -430,11 +426,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 // extras reads what only the what-if views need: pending jobs for the
 // ticket-based active set, usage windows for Maui (again only after a new
 // hourly rollup).
-func (e *Exporter) extras(ctx context.Context, name string, cs *clusterState, in *Inputs) error {
-	c, err := e.db.Cluster(ctx, name)
-	if err != nil {
-		return err
-	}
+func (e *Exporter) extras(ctx context.Context, c slurmdbd.Cluster, cs *clusterState, in *Inputs) error {
 	pending, err := c.Pending(ctx)
 	if err != nil {
 		return err
@@ -487,6 +479,23 @@ func mauiUsage(t *fairshare.Tree, ids []uint32, windows map[uint32][]float64, c 
 	return out
 }
 
+// Decay is how slurmctld decays usage under conf: the passes, with their
+// phase read from stateDir's priority_last_decay_ran, and the last usage
+// reset when PriorityUsageResetPeriod sets one. Without a readable state
+// file the phase is 0 (unknown) and err says why.
+func Decay(conf *slurmconf.Config, stateDir string) (passes fairshare.Passes, since time.Time, err error) {
+	passes = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits()}
+	ran, reset, err := slurmstate.LastDecayRan(stateDir)
+	if err != nil {
+		return passes, since, err
+	}
+	passes.Phase = float64(ran.Unix())
+	if conf.PriorityUsageResetPeriod != "NONE" {
+		since = reset
+	}
+	return passes, since, nil
+}
+
 func settings(conf *slurmconf.Config) Settings {
 	return Settings{
 		Algorithm: conf.Algorithm(),
@@ -512,7 +521,7 @@ func (e *Exporter) Once(ctx context.Context, name string, at time.Time, out *ssh
 	if err != nil {
 		return collector.Cluster{}, err
 	}
-	if err := e.extras(ctx, name, &clusterState{}, in); err != nil {
+	if err := e.extras(ctx, ref.Cluster, &clusterState{}, in); err != nil {
 		e.Log.Warn().Err(err).Msg("pending jobs or Maui windows")
 	}
 	if out != nil {
