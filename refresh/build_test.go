@@ -191,3 +191,38 @@ func TestStaleReportWithdrawn(t *testing.T) {
 		t.Errorf("reported source up with its report withdrawn")
 	}
 }
+
+// TestNotYetComputed: real slurmctld 22.05 shows associations added since
+// its last decay pass with a blank NormUsage, FairShare 0 and LevelFS 0
+// until the pass (seen in TestServeRealSlurm right after sacctmgr added
+// the tree: every user at FairShare 0). That is not formula drift; the
+// same values with NormUsage printed are.
+func TestNotYetComputed(t *testing.T) {
+	tree := fairshare.Synthetic(200, 4, 2)
+	for _, blank := range []bool{true, false} {
+		out := SshareOf(tree, tree.FairTree())
+		for i := range out.Rows {
+			r := &out.Rows[i]
+			if r.User != "" {
+				r.FairShare, r.LevelFS = 0, 0
+				if blank {
+					r.NormUsage = math.NaN()
+				}
+			}
+		}
+		in := inputs(tree, fairshare.AlgorithmFairTree)
+		in.Report = &Report{Out: out, At: in.Computed}
+		cl, err := Build(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := drifts(cl)
+		got := d["formula/fairshare"].Beyond + d["formula/rank"].Beyond
+		if blank && got != 0 {
+			t.Errorf("associations slurmctld has not computed yet counted as drift: %+v %+v", d["formula/fairshare"], d["formula/rank"])
+		}
+		if !blank && got == 0 {
+			t.Errorf("factor 0 with NormUsage printed not counted as drift")
+		}
+	}
+}
