@@ -127,7 +127,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage may be off by one PriorityCalcPeriod")
 		env.log.Warn().Err(err).Msg("decay pass phase unknown")
 	}
-	db, err := slurmdbd.Open(ctx, dsn)
+	db, err := slurmdbd.Open(ctx, dsn, 0)
 	if err != nil {
 		return err
 	}

@@ -143,7 +143,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	if err != nil {
 		return nil, err
 	}
-	if db, err := slurmdbd.Open(ctx, dsn); err != nil {
+	if db, err := slurmdbd.Open(ctx, dsn, s.DBTimeout); err != nil {
 		log.Error().Err(err).Msg("database unreachable at startup: retrying every --refresh-interval")
 	} else {
 		for _, name := range s.Cluster {

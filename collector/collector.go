@@ -3,8 +3,10 @@ package collector
 import (
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -128,8 +130,21 @@ type gaugeFunc func(d *prometheus.Desc, v float64, labels ...string)
 
 func gauges(ch chan<- prometheus.Metric) gaugeFunc {
 	return func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, validUTF8(labels)...)
 	}
+}
+
+// validUTF8 replaces bytes that are not UTF-8 in label values: names come
+// from database rows and sshare output, and client_golang refuses (Must*:
+// panics on) a label value that is not UTF-8. The text format escapes the
+// rest (quotes, backslashes, newlines).
+func validUTF8(labels []string) []string {
+	for i, l := range labels {
+		if !utf8.ValidString(l) {
+			labels[i] = strings.ToValidUTF8(l, "\uFFFD")
+		}
+	}
+	return labels
 }
 
 // collectStatic sends what depends on the snapshot only.

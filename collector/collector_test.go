@@ -2,6 +2,7 @@ package collector_test
 
 import (
 	"flag"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
@@ -82,6 +85,43 @@ func TestMetricsDoc(t *testing.T) {
 	for _, m := range Metrics {
 		if !strings.Contains(want, "`"+m.Name+"`") {
 			t.Errorf("%s missing from the doc", m.Name)
+		}
+	}
+}
+
+// TestAwkwardNames: names as a database or sshare may hold them (quotes,
+// '|', a newline, unicode, 1 KB, bytes that are not UTF-8) publish, and
+// read back through the text format as the same strings (invalid bytes as
+// U+FFFD).
+func TestAwkwardNames(t *testing.T) {
+	snap := refresh.Demo(time.Now())
+	names := []string{`qu"ote's`, "pi|pe", "new\nline", "back\\slash", "ünïcødé-名前", strings.Repeat("k", 1024), "bad\xffbyte"}
+	cl := &snap.Clusters[0]
+	for i, n := range names {
+		cl.Assocs[i+1].User = n
+	}
+	c := New()
+	if err := c.Publish(snap); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := map[string]bool{}
+	for _, m := range mfs["slurmdbd_fairshare_shares"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "user" {
+				users[l.GetValue()] = true
+			}
+		}
+	}
+	for _, n := range names {
+		if want := strings.ToValidUTF8(n, "\uFFFD"); !users[want] {
+			t.Errorf("user %q not read back from the exposition", want)
 		}
 	}
 }

@@ -268,12 +268,9 @@ func (e *Exporter) open(ctx context.Context) error {
 	if e.db != nil {
 		return nil
 	}
-	db, err := slurmdbd.Open(ctx, e.DSN)
+	db, err := slurmdbd.Open(ctx, e.DSN, e.QueryTimeout)
 	if err != nil {
 		return err
-	}
-	if e.QueryTimeout > 0 {
-		db.Timeout = e.QueryTimeout
 	}
 	e.db = db
 	return nil

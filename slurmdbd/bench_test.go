@@ -36,7 +36,7 @@ func BenchmarkLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Logf("generated %+v", st)
-	d, err := Open(ctx, srv.DSN("root", "", "bench"))
+	d, err := Open(ctx, srv.DSN("root", "", "bench"), 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,7 +9,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -30,7 +34,14 @@ const DefaultTimeout = 30 * time.Second
 // transaction variable on each new connection, named tx_read_only on
 // MariaDB before 11.1 and MySQL 5.x, transaction_read_only on MySQL 8 and
 // MariaDB 11.1+. A SELECT grant on slurm_acct_db is all it needs.
-func Open(ctx context.Context, dsn string) (*DB, error) {
+//
+// timeout (0: DefaultTimeout) bounds every query on both ends: the client
+// gives up through its context, and the server stops waiting for a table
+// lock (lock_wait_timeout) and stops the statement (max_statement_time on
+// MariaDB, max_execution_time on MySQL). A client that gives up closes
+// its connection, but the server would otherwise go on waiting behind a
+// held lock, one more thread per refresh.
+func Open(ctx context.Context, dsn string, timeout time.Duration) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		// The driver's message may quote the DSN, password included.
@@ -42,14 +53,17 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	variable, err := readOnlyVariable(ctx, cfg)
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	params, err := sessionParams(ctx, cfg, timeout)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
-	cfg.Params[variable] = "1"
+	maps.Copy(cfg.Params, params)
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
@@ -58,7 +72,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	db.SetMaxOpenConns(4)
 	db.SetMaxIdleConns(2)
 	db.SetConnMaxLifetime(10 * time.Minute)
-	d := &DB{db: db, Timeout: DefaultTimeout}
+	d := &DB{db: db, Timeout: timeout}
 	ctx, cancel := d.ctx(ctx)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
@@ -68,26 +82,40 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	return d, nil
 }
 
-// readOnlyVariable asks the server which name it knows.
-func readOnlyVariable(ctx context.Context, cfg *mysql.Config) (string, error) {
+// sessionParams are the session variables set on every connection: the
+// server is asked which names it knows.
+func sessionParams(ctx context.Context, cfg *mysql.Config, timeout time.Duration) (map[string]string, error) {
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return "", fmt.Errorf("database %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
-	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
+		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
+	}
+	secs := int(math.Ceil(timeout.Seconds()))
+	p := map[string]string{"lock_wait_timeout": strconv.Itoa(secs)}
+	if strings.Contains(version, "MariaDB") {
+		p["max_statement_time"] = strconv.Itoa(secs)
+	} else {
+		p["max_execution_time"] = strconv.Itoa(secs * 1000)
+	}
 	var v sql.NullString
 	err = db.QueryRowContext(ctx, "SELECT @@session.transaction_read_only").Scan(&v)
 	var me *mysql.MySQLError
 	switch {
 	case err == nil:
-		return "transaction_read_only", nil
+		p["transaction_read_only"] = "1"
 	case errors.As(err, &me) && me.Number == 1193: // ER_UNKNOWN_SYSTEM_VARIABLE
-		return "tx_read_only", nil
+		p["tx_read_only"] = "1"
+	default:
+		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
 	}
-	return "", fmt.Errorf("database %s: %w", cfg.Addr, err)
+	return p, nil
 }
 
 // Close closes the pool.

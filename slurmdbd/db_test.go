@@ -63,7 +63,7 @@ func loadRelease(t *testing.T, srv *mariadbtest.Server, r release) *DB {
 		srv.MustSQL("USE " + name + "; " + r.alter)
 	}
 	srv.CreateReader("reader", "s3cret", name)
-	d, err := Open(context.Background(), srv.DSN("reader", "s3cret", name))
+	d, err := Open(context.Background(), srv.DSN("reader", "s3cret", name), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestReadOnly(t *testing.T) {
 	if err := d.exec(ctx, "UPDATE acct_table SET description = 'x'"); err == nil {
 		t.Error("a SELECT-only user updated acct_table")
 	}
-	root, err := Open(ctx, srv.DSN("root", "", fmt.Sprintf("db%d", dbSeq)))
+	root, err := Open(ctx, srv.DSN("root", "", fmt.Sprintf("db%d", dbSeq)), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestOpenErrors(t *testing.T) {
 		{"u:topsecret@tcp(127.0.0.1:1)/", "no database name"},
 		{"u:topsecret@tcp(127.0.0.1:1)/slurm_acct_db", "127.0.0.1:1"},
 	} {
-		_, err := Open(ctx, tc.dsn)
+		_, err := Open(ctx, tc.dsn, 0)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "topsecret") {
 			t.Errorf("%q: %v (want %q, and never the password)", tc.dsn, err, tc.want)
 		}

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -463,29 +464,60 @@ func TestRunJSON(t *testing.T) {
 	}
 }
 
-// TestRunWaitDelay: a child of sshare holding its pipes does not keep Run
-// waiting after ctx ends.
-func TestRunWaitDelay(t *testing.T) {
+// TestRunKillsGroup: when ctx ends, sshare and the children a wrapper
+// script started are killed, and Run returns at once; a child that left
+// the process group (setsid) and holds the pipes keeps Run waiting only
+// WaitDelay.
+func TestRunKillsGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes WaitDelay, 5 s")
 	}
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	fakeSshare(t, "sleep 20 &\necho $! > "+pidFile+"\nsleep 20\n")
-	t.Cleanup(func() { // the child outlives sshare
-		b, _ := os.ReadFile(pidFile)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			if p, err := os.FindProcess(pid); err == nil {
-				p.Kill()
+	for _, tc := range []struct {
+		name, child string
+		most        time.Duration
+	}{
+		{"child in the group", "sleep 30 &", 2 * time.Second},
+		{"child out of the group", "setsid sleep 30 &", 8 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			fakeSshare(t, "echo $$ > "+pidFile+"\n"+tc.child+"\necho $! >> "+pidFile+"\nsleep 30\n")
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := RunJSON(ctx, "x")
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "deadline exceeded") || took > tc.most {
+				t.Errorf("after %v (most %v): %v", took, tc.most, err)
 			}
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := RunJSON(ctx, "x")
-	if err == nil || !strings.Contains(err.Error(), "deadline exceeded") || time.Since(start) > 10*time.Second {
-		t.Errorf("after %v: %v", time.Since(start), err)
+			b, _ := os.ReadFile(pidFile)
+			pids := strings.Fields(string(b))
+			if len(pids) != 2 {
+				t.Fatalf("pid file %q", b)
+			}
+			if _, err := os.Stat("/proc/" + pids[0]); err == nil {
+				t.Errorf("sshare (pid %s) still running or not reaped", pids[0])
+			}
+			inGroup := !strings.HasPrefix(tc.child, "setsid")
+			if running(pids[1]) == inGroup {
+				t.Errorf("child (pid %s) running: %v, want %v", pids[1], !inGroup, !inGroup)
+			}
+			if pid, err := strconv.Atoi(pids[1]); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
 	}
+}
+
+// running: the process exists and is not a zombie (an orphan is init's
+// to reap).
+func running(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // fuzzSeed shrinks a capture to its first two rows, root (NO_VAL level)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -30,11 +31,7 @@ func Run(ctx context.Context, slurmConf string) (*Output, error) {
 // returns the standard output, also on failure, where it may explain it.
 func runSshare(ctx context.Context, slurmConf string, args ...string) ([]byte, error) {
 	name := "sshare " + strings.Join(args, " ")
-	cmd := exec.CommandContext(ctx, "sshare", args...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
-	// Killing sshare does not close the pipes a child of it may hold;
-	// without a delay Wait would block on them after ctx ends.
-	cmd.WaitDelay = 5 * time.Second
+	cmd := command(ctx, slurmConf, "sshare", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -46,13 +43,25 @@ func runSshare(ctx context.Context, slurmConf string, args ...string) ([]byte, e
 	return stdout.Bytes(), nil
 }
 
+// command runs a Slurm client against slurmConf in a process group of its
+// own, so that when ctx ends the whole group is killed: a site's wrapper
+// script around sshare would otherwise leave its children running.
+func command(ctx context.Context, slurmConf, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A child that escaped the group may still hold the pipes; without a
+	// delay Wait would block on them after ctx ends.
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
 // BootTime asks slurmctld when it started (scontrol show config,
 // BOOT_TIME, local time): it keeps associations loaded at boot in the
 // database's order and appends later ones.
 func BootTime(ctx context.Context, slurmConf string) (time.Time, error) {
-	cmd := exec.CommandContext(ctx, "scontrol", "show", "config")
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
-	out, err := cmd.Output()
+	out, err := command(ctx, slurmConf, "scontrol", "show", "config").Output()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("scontrol show config: %w", err)
 	}
