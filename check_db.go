@@ -95,7 +95,11 @@ func loadSlurmConf(path string) (*slurmconf.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slurmconf.Load(os.DirFS("/"), strings.TrimPrefix(abs, "/"))
+	conf, err := slurmconf.Load(os.DirFS("/"), strings.TrimPrefix(abs, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("--slurm-conf %s: %w", path, err)
+	}
+	return conf, nil
 }
 
 // runDatabase rebuilds usage and factors from the database and compares

@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
 
 	"github.com/alecthomas/kong"
 	"github.com/rs/zerolog"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -54,7 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		kong.Name("slurmdbd_exporter"),
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
-		kong.Vars{"version": versionString(), "port": defaultPort},
+		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(refresh.DemoAssociations)},
 		kong.Configuration(kong.JSON),
 		kong.Writers(stdout, stderr),
 		// --help and --version call Exit; kong would go on parsing after a

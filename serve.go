@@ -63,7 +63,8 @@ type serveCmd struct {
 	AccountExclude  string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
 	MaxAssociations int    `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
 
-	Demo bool `help:"Serve a bundled synthetic cluster: no database or Slurm needed."`
+	Demo             bool `help:"Serve a bundled synthetic cluster: no database or Slurm needed."`
+	DemoAssociations int  `name:"demo.associations" default:"${demo_size}" help:"Associations in the --demo cluster."`
 }
 
 func (s *serveCmd) Validate() error {
@@ -81,8 +82,16 @@ func (s *serveCmd) Validate() error {
 	if !(s.FormulaTolerance >= 0 && s.UsageTolerance >= 0 && s.FactorTolerance >= 0) {
 		return errors.New("--drift.*-tolerance: expected numbers >= 0")
 	}
+	if s.DemoAssociations < 2 || s.DemoAssociations > 1_000_000 {
+		return fmt.Errorf("--demo.associations %d: expected 2 to 1000000", s.DemoAssociations)
+	}
 	if s.MauiInterval < 0 {
 		return fmt.Errorf("--maui.fsinterval %v: expected a duration >= 0", s.MauiInterval)
+	}
+	if s.WebConfig != "" {
+		if err := web.Validate(s.WebConfig); err != nil {
+			return fmt.Errorf("--web.config.file %s: %w", s.WebConfig, err)
+		}
 	}
 	if s.ReportedSource == "slurmrestd" && s.RestTokenFile == "" && !s.Demo {
 		return errors.New("--reported.source slurmrestd: expected --slurmrestd.token-file")
@@ -114,7 +123,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 	col := collector.New()
 	ready := func() bool { return true }
 	if s.Demo {
-		snap := refresh.Demo(time.Now())
+		snap := refresh.Demo(time.Now(), s.DemoAssociations)
 		snap.Clusters[0].Assocs, snap.Clusters[0].Dropped = filter.Apply(snap.Clusters[0].Assocs)
 		if err := col.Publish(snap); err != nil {
 			return err
@@ -141,6 +150,9 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	}
 	dsn, err := s.required()
 	if err != nil {
+		return nil, err
+	}
+	if err := slurmdbd.CheckDSN(dsn); err != nil {
 		return nil, err
 	}
 	if db, err := slurmdbd.Open(ctx, dsn, s.DBTimeout); err != nil {

@@ -39,6 +39,8 @@ type served struct {
 	url  string
 	cmd  *exec.Cmd
 	logs *bytes.Buffer
+	// secret, when set, must appear in no scrape and in no log line.
+	secret string
 }
 
 func freeAddr(t *testing.T) string {
@@ -52,6 +54,13 @@ func freeAddr(t *testing.T) string {
 
 // startServe runs the built binary with args and waits for /-/ready.
 func startServe(t *testing.T, bin string, env []string, args ...string) *served {
+	t.Helper()
+	return startServeUntil(t, "/-/ready", bin, env, args...)
+}
+
+// startServeUntil runs the built binary with args and waits until path
+// answers 200.
+func startServeUntil(t *testing.T, path, bin string, env []string, args ...string) *served {
 	t.Helper()
 	addr := freeAddr(t)
 	s := &served{t: t, url: "http://" + addr, logs: &bytes.Buffer{}}
@@ -71,13 +80,16 @@ func startServe(t *testing.T, bin string, env []string, args ...string) *served 
 			s.cmd.Process.Kill()
 			t.Error("serve did not stop within 10 s of SIGINT")
 		}
+		if s.secret != "" && bytes.Contains(s.logs.Bytes(), []byte(s.secret)) {
+			t.Error("the DSN password is in the exporter's log")
+		}
 		if t.Failed() {
 			t.Logf("exporter log:\n%s", testenv.Tail(s.logs.Bytes()))
 		}
 	})
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		resp, err := http.Get(s.url + "/-/ready")
+		resp, err := http.Get(s.url + path)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -103,6 +115,9 @@ func (s *served) scrape() (map[string]float64, []byte) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
 		s.t.Fatalf("scrape: status %d, %v", resp.StatusCode, err)
+	}
+	if s.secret != "" && bytes.Contains(body, []byte(s.secret)) {
+		s.t.Fatal("the DSN password is in a scrape")
 	}
 	m := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))

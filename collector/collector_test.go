@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite docs/metrics.md")
 func demoCollector(t *testing.T) *Collector {
 	t.Helper()
 	c := New()
-	if err := c.Publish(refresh.Demo(time.Now())); err != nil {
+	if err := c.Publish(refresh.Demo(time.Now(), refresh.DemoAssociations)); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -94,7 +94,7 @@ func TestMetricsDoc(t *testing.T) {
 // read back through the text format as the same strings (invalid bytes as
 // U+FFFD).
 func TestAwkwardNames(t *testing.T) {
-	snap := refresh.Demo(time.Now())
+	snap := refresh.Demo(time.Now(), refresh.DemoAssociations)
 	names := []string{`qu"ote's`, "pi|pe", "new\nline", "back\\slash", "ünïcødé-名前", strings.Repeat("k", 1024), "bad\xffbyte"}
 	cl := &snap.Clusters[0]
 	for i, n := range names {

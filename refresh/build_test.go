@@ -72,7 +72,7 @@ func TestNoDrift(t *testing.T) {
 
 // TestDemo: the demo's lost usage is usage drift, not formula drift.
 func TestDemo(t *testing.T) {
-	s := Demo(time.Now())
+	s := Demo(time.Now(), DemoAssociations)
 	d := drifts(s.Clusters[0])
 	if d["usage/raw_usage"].Beyond == 0 || d["usage/raw_usage"].Max != 1 {
 		t.Errorf("lost usage not seen: %+v", d["usage/raw_usage"])

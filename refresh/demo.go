@@ -10,7 +10,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-// DemoAssociations is the size of the demo cluster.
+// DemoAssociations is the default size of the demo cluster.
 const DemoAssociations = 400
 
 // Demo is a snapshot of a synthetic Fair Tree cluster, "demo", for serve
@@ -18,9 +18,9 @@ const DemoAssociations = 400
 // synthetic tree with usage; the reported side is what slurmctld would
 // report for the same tree after losing one user's usage (as after a
 // reset or lost state), so the drift metrics have something to show.
-func Demo(now time.Time) *collector.Snapshot {
-	tree := fairshare.Synthetic(DemoAssociations, 4, 7)
-	n := tree.Len()
+func Demo(now time.Time, n int) *collector.Snapshot {
+	tree := fairshare.Synthetic(n, 4, 7)
+	n = tree.Len()
 	r := rand.New(rand.NewPCG(7, 7))
 	in := &Inputs{
 		Name: "demo",

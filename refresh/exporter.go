@@ -405,6 +405,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		n := snap.TRESNames[id]
 		if n == "" {
 			n = fmt.Sprintf("tres_%d", id)
+			e.Log.Warn().Str("slurm_cluster", name).Msgf("usage rows of id_tres=%d, which tres_table does not list: exported as tres=%q", id, n)
 		}
 		in.TRES[n] = v
 	}

@@ -26,6 +26,8 @@ type Assoc struct {
 	Lineage  string
 	// Created is creation_time (unix seconds).
 	Created int64
+	// Err says why the row cannot be used; BuildTree leaves it out.
+	Err error
 }
 
 func (a *Assoc) String() string {
@@ -71,7 +73,7 @@ func (c Cluster) Associations(ctx context.Context, l Layout) ([]Assoc, error) {
 			return err
 		}
 		if shares < 0 || shares > int64(fairshare.SharesParent) {
-			return fmt.Errorf("%s: shares %d: expected 0 to 2147483647", a.String(), shares)
+			a.Err = fmt.Errorf("shares %d: expected 0 to 2147483647", shares)
 		}
 		a.Shares, a.Deleted, a.Lineage = uint32(shares), deleted != 0, lineage.String
 		out = append(out, a)
@@ -127,13 +129,29 @@ func BuildTree(rows []Assoc) (*Tree, error) {
 	root := -1
 	accounts := map[string]int{}
 	byID := map[uint32]int{}
+	type userKey struct{ user, account, partition string }
+	users := map[userKey]int{}
+	skip := map[int]bool{}
 	for i := range rows {
 		a := &rows[i]
 		if a.Deleted {
 			continue
 		}
+		if a.Err != nil {
+			t.Problems = append(t.Problems, fmt.Errorf("%s: %w: left out", a, a.Err))
+			skip[i] = true
+			continue
+		}
 		byID[a.ID] = i
 		if a.User != "" {
+			// udex makes these unique; a damaged or hand-made table may not
+			k := userKey{a.User, a.Account, a.Partition}
+			if j, dup := users[k]; dup {
+				t.Problems = append(t.Problems, fmt.Errorf("%s: already has row id_assoc=%d: left out", a, rows[j].ID))
+				skip[i] = true
+				continue
+			}
+			users[k] = i
 			continue
 		}
 		if a.Account == "root" && root < 0 {
@@ -153,7 +171,7 @@ func BuildTree(rows []Assoc) (*Tree, error) {
 	for i := range rows {
 		a := &rows[i]
 		parent[i] = -1
-		if a.Deleted || i == root {
+		if a.Deleted || skip[i] || i == root {
 			continue
 		}
 		if a.User == "" && accounts[a.Account] != i {

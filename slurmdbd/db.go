@@ -42,13 +42,9 @@ const DefaultTimeout = 30 * time.Second
 // its connection, but the server would otherwise go on waiting behind a
 // held lock, one more thread per refresh.
 func Open(ctx context.Context, dsn string, timeout time.Duration) (*DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := parseDSN(dsn)
 	if err != nil {
-		// The driver's message may quote the DSN, password included.
-		return nil, errors.New("database DSN: not a valid go-sql-driver/mysql DSN (user:password@tcp(host:port)/slurm_acct_db)")
-	}
-	if cfg.DBName == "" {
-		return nil, errors.New("database DSN: no database name: expected user:password@tcp(host:port)/slurm_acct_db")
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
@@ -80,6 +76,25 @@ func Open(ctx context.Context, dsn string, timeout time.Duration) (*DB, error) {
 		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
 	}
 	return d, nil
+}
+
+// CheckDSN says what is wrong with a DSN, without connecting: a
+// configuration error, unlike a database that does not answer.
+func CheckDSN(dsn string) error {
+	_, err := parseDSN(dsn)
+	return err
+}
+
+func parseDSN(dsn string) (*mysql.Config, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		// The driver's message may quote the DSN, password included.
+		return nil, errors.New("database DSN: not a valid go-sql-driver/mysql DSN (user:password@tcp(host:port)/slurm_acct_db)")
+	}
+	if cfg.DBName == "" {
+		return nil, errors.New("database DSN: no database name: expected user:password@tcp(host:port)/slurm_acct_db")
+	}
+	return cfg, nil
 }
 
 // sessionParams are the session variables set on every connection: the

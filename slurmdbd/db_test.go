@@ -229,6 +229,8 @@ func TestBuildTreeProblems(t *testing.T) {
 		{ID: 7, Account: "gone", User: "v", Shares: 1},
 		{ID: 8, Account: "a", ParentAccount: "root", Shares: 5},
 		{ID: 9, Account: "b", ParentAccount: "root", Shares: 5, Deleted: true},
+		{ID: 10, Account: "a", User: "u", Shares: 3},
+		{ID: 11, Account: "a", User: "w", Err: errors.New("shares -1: expected 0 to 2147483647")},
 	}
 	tree, err := BuildTree(rows)
 	if err != nil {
@@ -248,6 +250,8 @@ func TestBuildTreeProblems(t *testing.T) {
 		`id_assoc=6 account="y": not reachable from root`,
 		`id_assoc=7 account="gone" user="v": account row "gone" does not exist`,
 		`id_assoc=8 account="a": account "a" already has row id_assoc=2`,
+		`id_assoc=10 account="a" user="u": already has row id_assoc=3: left out`,
+		`id_assoc=11 account="a" user="w": shares -1: expected 0 to 2147483647: left out`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems do not say %q:\n%s", want, all)

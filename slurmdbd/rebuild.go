@@ -50,6 +50,15 @@ type Usage struct {
 	Uncharged []float64
 }
 
+// maxUnits bounds the units of one TRES an association can hold at once
+// (2^40: a trillion CPUs, MB or billing units); alloc_secs beyond it over
+// a whole period is a corrupt row, not usage.
+const maxUnits = 1 << 40
+
+// periodSeconds is the longest a rollup period can be (a day with a DST
+// change, a 31-day month).
+var periodSeconds = map[Period]float64{Hour: 3600, Day: 25 * 3600, Month: 31 * 86400}
+
 // RawUsage rebuilds every tree association's decayed usage at At, the way
 // slurmctld accumulates it: rolled-up alloc_secs (finest table first)
 // spread evenly over their period, plus the jobs of the time after the last
@@ -82,7 +91,13 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 		p    Period
 	}{{in.Hours, Hour}, {in.Days, Day}, {in.Months, Month}} {
 		for _, r := range b.rows {
-			add(Key{r.Assoc, r.TRES}, in.bucket(r, b.p), string(b.p)+"ly usage")
+			what := string(b.p) + "ly usage"
+			if most := periodSeconds[b.p] * maxUnits; r.AllocSecs > most {
+				problems = append(problems, fmt.Errorf("%s of id_assoc=%d id_tres=%d time_start=%d: alloc_secs %.0f: expected at most %.0f (2^40 units for a whole %s): left out",
+					what, r.Assoc, r.TRES, r.Start, r.AllocSecs, most, b.p))
+				continue
+			}
+			add(Key{r.Assoc, r.TRES}, in.bucket(r, b.p), what)
 		}
 	}
 

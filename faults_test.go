@@ -1,0 +1,582 @@
+package main
+
+// Faults against the built binary, with a throwaway MariaDB holding the
+// real Slurm 24.11 database of testdata/slurm-24.11 (cluster v2411) and
+// stand-in Slurm commands on PATH: a database outage, a hanging sshare, a
+// held table lock, bad rows, bad configuration. Each exporter reads the
+// database as a SELECT-only user whose password the tests look for in
+// argv, the environment, every log line and every scrape.
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+)
+
+// faultOutage is how long the database stays down in
+// TestFaultDatabaseOutage.
+const faultOutage = 3 * time.Minute
+
+type faultEnv struct {
+	t       *testing.T
+	srv     *mariadbtest.Server
+	bin     string
+	dir     string
+	secret  string
+	dsnFile string
+	conf    string
+	fakeBin string
+}
+
+func newFaultEnv(t *testing.T) *faultEnv {
+	t.Helper()
+	srv := mariadbtest.Start(t, "")
+	srv.Load("slurm_acct_db", filepath.Join("testdata", "slurm-24.11", "slurm_acct_db.sql.gz"))
+	f := &faultEnv{t: t, srv: srv, bin: exporterBinary(t), dir: t.TempDir(), secret: fmt.Sprintf("pw%016x", rand.Uint64())}
+	srv.CreateReader("exporter", f.secret, "slurm_acct_db")
+	f.dsnFile = filepath.Join(f.dir, "dsn")
+	f.conf = filepath.Join(f.dir, "slurm.conf")
+	f.fakeBin = filepath.Join(f.dir, "bin")
+	f.write(f.dsnFile, srv.DSN("exporter", f.secret, "slurm_acct_db")+"\n")
+	f.write(f.conf, "ClusterName=v2411\nPriorityType=priority/multifactor\nPriorityDecayHalfLife=0-01:00:00\nPriorityCalcPeriod=1\nStateSaveLocation="+filepath.Join(f.dir, "state")+"\n")
+	if err := os.Mkdir(f.fakeBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *faultEnv) write(path, content string) {
+	f.t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// fake puts a stand-in for a Slurm command on the exporter's PATH.
+func (f *faultEnv) fake(name, script string) {
+	f.t.Helper()
+	if err := os.WriteFile(filepath.Join(f.fakeBin, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *faultEnv) env() []string {
+	return append(os.Environ(), "PATH="+f.fakeBin+":"+os.Getenv("PATH"))
+}
+
+// serve starts the exporter on f's database, waits until it is ready, and
+// checks that the password is in neither its argv nor its environment.
+func (f *faultEnv) serve(args ...string) *served {
+	f.t.Helper()
+	return f.serveUntil("/-/ready", args...)
+}
+
+func (f *faultEnv) serveUntil(path string, args ...string) *served {
+	f.t.Helper()
+	s := startServeUntil(f.t, path, f.bin, f.env(), append([]string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf}, args...)...)
+	s.secret = f.secret
+	for _, file := range []string{"cmdline", "environ"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", s.cmd.Process.Pid, file))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(f.secret)) {
+			f.t.Errorf("the DSN password is in the exporter's /proc/%s", file)
+		}
+	}
+	return s
+}
+
+// threads counts the exporter's sessions on the server.
+func (f *faultEnv) threads() int {
+	f.t.Helper()
+	out := f.srv.MustSQL("SELECT COUNT(*) FROM information_schema.processlist WHERE user = 'exporter'")
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		f.t.Fatalf("processlist: %q", out)
+	}
+	return n
+}
+
+// prefixed are the samples whose series starts with prefix.
+func prefixed(m map[string]float64, prefix string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+var (
+	upDB          = series("slurmdbd_exporter_up", "source", "db")
+	upReported    = series("slurmdbd_exporter_up", "source", "reported")
+	lastDB        = series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "db")
+	ageReported   = series("slurmdbd_exporter_source_age_seconds", "source", "reported")
+	errorsDB      = series("slurmdbd_exporter_stage_errors_total", "stage", "db")
+	errorsConnect = series("slurmdbd_exporter_stage_errors_total", "stage", "connect")
+	errorsRep     = series("slurmdbd_exporter_stage_errors_total", "stage", "reported")
+	tookReported  = series("slurmdbd_exporter_stage_duration_seconds", "stage", "reported")
+)
+
+// TestFaultDatabaseOutage: MariaDB stopped for faultOutage while serving.
+// Every scrape answers with the last good values, up{source="db"} is 0
+// and the last success stays where it was; MariaDB back, the next refresh
+// recovers, and goroutines, open files and server sessions return to
+// their baseline.
+func TestFaultDatabaseOutage(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	const interval = 2 * time.Second
+	s := f.serve("--reported.source", "none", "--refresh-interval", interval.String(), "--db.timeout", "5s")
+	time.Sleep(3 * interval)
+	base, _ := s.scrape()
+	if base[upDB] != 1 {
+		t.Fatalf("up{db} %v before the outage", base[upDB])
+	}
+	baseThreads := f.threads()
+	factors := prefixed(base, "slurmdbd_fairshare_factor{")
+	if len(factors) == 0 {
+		t.Fatal("no factors before the outage")
+	}
+
+	f.srv.Stop()
+	stopped := time.Now()
+	var frozen float64
+	maxG, maxFDs := base["go_goroutines"], base["process_open_fds"]
+	scrapes := 0
+	for time.Since(stopped) < faultOutage {
+		time.Sleep(5 * time.Second)
+		m, _ := s.scrape()
+		scrapes++
+		maxG, maxFDs = max(maxG, m["go_goroutines"]), max(maxFDs, m["process_open_fds"])
+		if time.Since(stopped) < interval+time.Second {
+			continue // a refresh may have begun before the stop
+		}
+		if m[upDB] != 0 {
+			t.Fatalf("up{db} %v %v after MariaDB stopped", m[upDB], time.Since(stopped))
+		}
+		if frozen == 0 {
+			frozen = m[lastDB]
+		}
+		if m[lastDB] != frozen || frozen > float64(stopped.Unix()+1) {
+			t.Fatalf("last success %v moved or is after the stop (%v, first seen down %v)", m[lastDB], stopped.Unix(), frozen)
+		}
+		for k, v := range factors {
+			if m[k] != v {
+				t.Fatalf("%s: %v during the outage, %v before", k, m[k], v)
+			}
+		}
+	}
+	down, _ := s.scrape()
+	failures := down[errorsDB] + down[errorsConnect] - base[errorsDB] - base[errorsConnect]
+	if failures < float64(faultOutage/interval)/2 {
+		t.Errorf("%v failed refreshes counted in %v of outage", failures, faultOutage)
+	}
+
+	f.srv.Restart()
+	back := time.Now()
+	var recovered time.Duration
+	for {
+		m, _ := s.scrape()
+		if m[upDB] == 1 && m[lastDB] > frozen {
+			recovered = time.Since(back)
+			break
+		}
+		if time.Since(back) > 3*interval {
+			t.Fatalf("not recovered %v after MariaDB came back", time.Since(back))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if recovered > interval+time.Second {
+		t.Errorf("recovered %v after MariaDB came back: expected within one refresh (%v)", recovered, interval)
+	}
+	time.Sleep(3 * interval)
+	after, _ := s.scrape()
+	threads := f.threads()
+	t.Logf("outage %v, %d scrapes, %v failed refreshes counted; recovered %v after MariaDB answered", faultOutage, scrapes, failures, recovered.Round(time.Millisecond))
+	t.Logf("goroutines: %v before, at most %v during, %v after; open files: %v, %v, %v; server sessions: %d before, %d after",
+		base["go_goroutines"], maxG, after["go_goroutines"], base["process_open_fds"], maxFDs, after["process_open_fds"], baseThreads, threads)
+	// The pool keeps up to two idle connections, each with a goroutine of
+	// the driver's: the counts may differ by one idle connection's worth.
+	if after["go_goroutines"] > base["go_goroutines"]+2 || maxG > base["go_goroutines"]+4 {
+		t.Errorf("goroutines: %v before, %v at most during, %v after", base["go_goroutines"], maxG, after["go_goroutines"])
+	}
+	if after["process_open_fds"] > base["process_open_fds"]+1 || maxFDs > base["process_open_fds"]+2 {
+		t.Errorf("open files: %v before, %v at most during, %v after", base["process_open_fds"], maxFDs, after["process_open_fds"])
+	}
+	if threads > max(baseThreads, 2) {
+		t.Errorf("server sessions: %d before, %d after", baseThreads, threads)
+	}
+}
+
+// TestFaultReportedHang: slurmctld down and sshare hanging (a stand-in
+// that sleeps, with a child, as a wrapper script would). Each read is cut
+// at --reported.timeout, sshare and its child are killed and reaped, and
+// the failure is counted; up{source="reported"} goes to 0 at the first
+// failure, the reported values and their drift are withdrawn once the last
+// good report is --reported.stale-intervals old, and the source's age
+// keeps rising, so that the source-down alert fires instead of drift
+// alerts resolving. sshare answering again brings everything back.
+func TestFaultReportedHang(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	capture, err := filepath.Abs(filepath.Join("testdata", "slurm-24.11", "sshare-a-l-P-m.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hang, pids := filepath.Join(f.dir, "hang"), filepath.Join(f.dir, "pids")
+	f.fake("sshare", fmt.Sprintf("echo sshare $$ >> %[1]s\nif [ -e %[2]s ]; then sleep 300 & echo child $! >> %[1]s; wait; fi\ncat %[3]s", pids, hang, capture))
+	f.fake("scontrol", `echo "BOOT_TIME               = 2026-11-01T00:00:00"`)
+	const interval, timeout, stale = 3 * time.Second, 2 * time.Second, 3
+	s := f.serve("--refresh-interval", "2s", "--reported.source", "sshare", "--reported.interval", interval.String(),
+		"--reported.timeout", timeout.String(), "--reported.stale-intervals", strconv.Itoa(stale))
+	m := s.waitScrape("sshare read", 20*time.Second, func(m map[string]float64) bool {
+		return m[upReported] == 1 && len(prefixed(m, "slurmdbd_fairshare_reported_factor{")) > 0 && len(prefixed(m, "slurmdbd_fairshare_drift_max{")) > 0
+	})
+	errors0 := m[errorsRep]
+
+	f.write(hang, "")
+	hung := time.Now()
+	m = s.waitScrape("first hung read", interval+timeout+5*time.Second, func(m map[string]float64) bool {
+		return m[errorsRep] > errors0
+	})
+	if m[upReported] != 0 {
+		t.Errorf("up{reported} %v after a failed read", m[upReported])
+	}
+	if d := m[tookReported]; d < timeout.Seconds() || d > timeout.Seconds()+1 {
+		t.Errorf("a hung read took %vs: expected --reported.timeout (%v)", d, timeout)
+	}
+	m = s.waitScrape("reported values withdrawn", stale*interval+interval+5*time.Second, func(m map[string]float64) bool {
+		return len(prefixed(m, "slurmdbd_fairshare_reported_")) == 0 && len(prefixed(m, "slurmdbd_fairshare_drift_")) == 0
+	})
+	withdrawn := time.Since(hung)
+	if m[upReported] != 0 || m[ageReported] < float64(stale)*interval.Seconds() {
+		t.Errorf("withdrawn with up{reported} %v, age %vs: expected 0 and at least %v", m[upReported], m[ageReported], stale*interval)
+	}
+	if len(prefixed(m, "slurmdbd_fairshare_factor{")) == 0 {
+		t.Error("the database's values were withdrawn with the reported ones")
+	}
+	time.Sleep(interval)
+	m2, _ := s.scrape()
+	if m2[ageReported] <= m[ageReported] {
+		t.Errorf("the reported source's age does not rise: %v then %v", m[ageReported], m2[ageReported])
+	}
+
+	os.Remove(hang)
+	m = s.waitScrape("sshare back", interval+timeout+5*time.Second, func(m map[string]float64) bool {
+		return m[upReported] == 1 && len(prefixed(m, "slurmdbd_fairshare_reported_factor{")) > 0
+	})
+	failed := m[errorsRep] - errors0
+	b, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		what, pid, _ := strings.Cut(l, " ")
+		if what == "child" {
+			children++
+			if processRunning(pid) {
+				t.Errorf("sshare's child %s still running", pid)
+			}
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			t.Errorf("sshare %s still running or not reaped", pid)
+		}
+	}
+	if float64(children) != failed || failed < stale {
+		t.Errorf("%d hung sshare runs, %v failures counted", children, failed)
+	}
+	if !strings.Contains(s.logs.String(), "deadline exceeded") {
+		t.Error("the log does not say why sshare failed")
+	}
+	t.Logf("%d hung sshare runs killed, reaped and counted; reported values withdrawn %v after sshare hung (last good report %d x %v old)", children, withdrawn.Round(100*time.Millisecond), stale, interval)
+}
+
+// processRunning: the process exists and is not a zombie (an orphan is
+// init's to reap).
+func processRunning(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// TestFaultTableLock: a session holds a write lock on the association
+// table. Each refresh gives up at --db.timeout, counted, and the server
+// gives up too (lock_wait_timeout), so waiting sessions do not pile up
+// behind the lock; once it is released the next refresh works.
+func TestFaultTableLock(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	const interval, timeout, held = 3 * time.Second, 2 * time.Second, 20 * time.Second
+	s := f.serve("--reported.source", "none", "--refresh-interval", interval.String(), "--db.timeout", timeout.String())
+	m0, _ := s.scrape()
+
+	db, err := sql.Open("mysql", f.srv.DSN("root", "", "slurm_acct_db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES v2411_assoc_table WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := time.Now()
+	most := 0
+	for time.Since(locked) < held {
+		most = max(most, f.threads())
+		time.Sleep(500 * time.Millisecond)
+	}
+	m, _ := s.scrape()
+	timeouts := m[errorsDB] - m0[errorsDB]
+	if m[upDB] != 0 || timeouts < float64(held/interval)-2 {
+		t.Errorf("lock held %v: up{db} %v, %v refreshes failed", held, m[upDB], timeouts)
+	}
+	if most > 2 {
+		t.Errorf("%d exporter sessions on the server behind the lock: expected at most 2 (one giving up, one waiting)", most)
+	}
+	if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := time.Now()
+	s.waitScrape("refresh after the lock", interval+5*time.Second, func(m map[string]float64) bool {
+		return m[upDB] == 1 && m[lastDB] > float64(unlocked.Unix())-1
+	})
+	logs := s.logs.String()
+	if !strings.Contains(logs, "deadline exceeded") && !strings.Contains(logs, "Lock wait timeout") {
+		t.Error("the log does not say the query timed out")
+	}
+	t.Logf("lock held %v: %v refreshes timed out and counted, at most %d exporter sessions on the server; recovered %v after the unlock",
+		held, timeouts, most, time.Since(unlocked).Round(100*time.Millisecond))
+}
+
+// TestFaultBadData: rows a damaged or hand-edited database can hold (udex
+// dropped, so that duplicates can exist). Each bad row is named in the
+// log and left out; awkward but valid names are exported and read back
+// exactly from the text format; everything else is still computed.
+func TestFaultBadData(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	s := f.serve("--reported.source", "none", "--refresh-interval", "2s")
+	before := exportedAssocs(t, s)
+
+	long := strings.Repeat("l", 255) // tinytext holds 255 bytes
+	weird := []string{`quo"te's`, "pi|pe", "new\nline", "back\\slash", "ünïcødé", long}
+	sqlQuote := func(v string) string {
+		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`).Replace(v) + "'"
+	}
+	var rows []string
+	row := func(id int, user, acct, parent string, idParent int, lineage string, shares int) {
+		rows = append(rows, fmt.Sprintf("(1795318900,1795318900,%d,%s,%s,%s,%d,%s,%d)", id, sqlQuote(user), sqlQuote(acct), sqlQuote(parent), idParent, sqlQuote(lineage), shares))
+	}
+	row(100, "", "orphan", "missing", 999, "/missing/orphan/", 5)
+	row(101, "", "cyc1", "cyc2", 102, "/cyc2/cyc1/", 5)
+	row(102, "", "cyc2", "cyc1", 101, "/cyc1/cyc2/", 5)
+	row(103, "u1", "b", "", 5, "/a/b/0-u1/", 1) // u1 in b is id 10
+	row(104, "", "we|ird \"acct\"", "root", 1, "/weird/", 5)
+	for i, u := range weird {
+		row(105+i, u, "we|ird \"acct\"", "", 104, "/weird/0-"+strconv.Itoa(i)+"/", 1)
+	}
+	row(120, "negshares", "b", "", 5, "/a/b/0-negshares/", -5)
+	f.srv.MustSQL("SET NAMES utf8mb4; USE slurm_acct_db; ALTER TABLE v2411_assoc_table DROP INDEX udex;" +
+		" INSERT INTO v2411_assoc_table (creation_time, mod_time, id_assoc, user, acct, parent_acct, id_parent, lineage, shares) VALUES " + strings.Join(rows, ",") + ";" +
+		" INSERT INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_alt, id_tres, time_start, alloc_secs) VALUES" +
+		" (1795320000,1795320000,0,11,0,1,1795298400,18446744073709551615), (1795320000,1795320000,0,12,0,9999,1795316400,5000)," +
+		" (1795320000,1795320000,0,100,0,1,1795316400,7200)")
+
+	s.waitScrape("the new rows exported", 20*time.Second, func(m map[string]float64) bool {
+		return len(prefixed(m, `slurmdbd_fairshare_shares{account="we|ird \"acct\""`)) > 0
+	})
+	time.Sleep(3 * time.Second)
+	m, _ := s.scrape()
+	if m[upDB] != 1 {
+		t.Errorf("up{db} %v: bad rows failed the refresh", m[upDB])
+	}
+	after := exportedAssocs(t, s)
+	for k := range before {
+		if !after[k] {
+			t.Errorf("%s exported before the bad rows, not after", k)
+		}
+	}
+	want := map[string]bool{`we|ird "acct"/`: true}
+	for _, u := range weird {
+		want[`we|ird "acct"/`+u] = true
+	}
+	for k := range after {
+		if !before[k] && !want[k] {
+			t.Errorf("%s exported: a bad row?", k)
+		}
+	}
+	for k := range want {
+		if !after[k] {
+			t.Errorf("%q not exported, or not read back as written", k)
+		}
+	}
+	for k, v := range prefixed(m, "slurmdbd_fairshare_") {
+		if strings.Contains(k, "rollup_lag") {
+			continue // NaN before a cluster's first rollup
+		}
+		if v != v {
+			t.Errorf("%s %v", k, v)
+		}
+	}
+	logs := s.logs.String()
+	for _, want := range []string{
+		`id_assoc=100 account=\"orphan\": parent id_assoc=999 does not exist`,
+		`id_assoc=101 account=\"cyc1\": not reachable from root`,
+		`id_assoc=102 account=\"cyc2\": not reachable from root`,
+		`id_assoc=103 account=\"b\" user=\"u1\": already has row id_assoc=10`,
+		`id_assoc=120 account=\"b\" user=\"negshares\": shares -5: expected 0 to 2147483647`,
+		`hourly usage of id_assoc=11 id_tres=1 time_start=1795298400: alloc_secs 18446744073709551616`,
+		`id_tres=9999, which tres_table does not list: exported as tres=\"tres_9999\"`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not say %s", want)
+		}
+	}
+	if len(prefixed(m, `slurmdbd_fairshare_usage_tres_seconds{`)) == 0 || len(prefixed(m, `slurmdbd_fairshare_usage_tres_seconds{account="c",`)) == 0 {
+		t.Error("no per-TRES usage")
+	}
+}
+
+// exportedAssocs reads a scrape with the text-format parser (as Prometheus
+// would) and returns "account/user" of every shares series.
+func exportedAssocs(t *testing.T, s *served) map[string]bool {
+	t.Helper()
+	_, body := s.scrape()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing a scrape: %v", err)
+	}
+	out := map[string]bool{}
+	for _, m := range mfs["slurmdbd_fairshare_shares"].GetMetric() {
+		var acct, user string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "account":
+				acct = l.GetValue()
+			case "user":
+				user = l.GetValue()
+			}
+		}
+		out[acct+"/"+user] = true
+	}
+	if len(out) == 0 {
+		t.Fatal("no associations exported")
+	}
+	return out
+}
+
+// TestFaultBadConfig: each bad input stops serve at startup with exit
+// code 2 and a message naming it; none panics, none prints the password.
+func TestFaultBadConfig(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	file := func(name, content string) string {
+		p := filepath.Join(f.dir, name)
+		f.write(p, content)
+		return p
+	}
+	conf := func(extra string) string {
+		b, err := os.ReadFile(f.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return file("slurm-"+strconv.Itoa(rand.IntN(1e9))+".conf", string(b)+extra)
+	}
+	base := []string{"serve", "--web.listen-address", freeAddr(t)}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no DSN", []string{"--slurm-conf", f.conf}, "no database DSN: expected --dsn-file or $SLURMDBD_EXPORTER_DSN"},
+		{"DSN file missing", []string{"--slurm-conf", f.conf, "--dsn-file", "/nonexistent/dsn"}, "--dsn-file: open /nonexistent/dsn"},
+		{"DSN file a directory", []string{"--slurm-conf", f.conf, "--dsn-file", f.dir}, "--dsn-file: read " + f.dir},
+		{"DSN file empty", []string{"--slurm-conf", f.conf, "--dsn-file", file("empty", "\n")}, "is empty: expected a DSN"},
+		{"DSN not a DSN", []string{"--slurm-conf", f.conf, "--dsn-file", file("bad-dsn", "exporter:"+f.secret+"@127.0.0.1/slurm_acct_db")}, "database DSN: not a valid go-sql-driver/mysql DSN"},
+		{"DSN without database", []string{"--slurm-conf", f.conf, "--dsn-file", file("no-db", "exporter:"+f.secret+"@tcp(127.0.0.1:1)/")}, "no database name"},
+		{"slurm.conf missing", []string{"--dsn-file", f.dsnFile, "--slurm-conf", "/nonexistent/slurm.conf"}, "/nonexistent/slurm.conf"},
+		{"unknown PriorityFlags", []string{"--dsn-file", f.dsnFile, "--slurm-conf", conf("PriorityFlags=FAIR_TREE,BOGUS\n")}, `PriorityFlags=FAIR_TREE,BOGUS: unknown flag "BOGUS"`},
+		{"half-life syntax", []string{"--dsn-file", f.dsnFile, "--slurm-conf", conf("PriorityDecayHalfLife=7-xx\n")}, "PriorityDecayHalfLife=7-xx: expected a time like"},
+		{"unknown cluster", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--cluster", "nope"}, `--cluster: cluster "nope" is not in cluster_table: expected one of [v2411]`},
+		{"web config missing", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--web.config.file", "/nonexistent/web.yml"}, "/nonexistent/web.yml"},
+		{"web config bad", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--web.config.file", file("web.yml", "tls_server_config:\n  cert_file: /nonexistent/cert.pem\n")}, "web.yml"},
+		{"bad duration", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--refresh-interval", "5x"}, "--refresh-interval"},
+		{"negative duration", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--db.timeout=-1s"}, "--db.timeout -1s: expected a positive duration"},
+		{"bad regexp", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--collector.account-include", "("}, "--collector.account-include"},
+		{"config file missing", []string{"--config.file", "/nonexistent/config.json"}, "/nonexistent/config.json"},
+		{"unknown flag", []string{"--no-such-flag"}, "unknown flag --no-such-flag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, f.bin, append(base, tc.args...)...)
+			var env []string
+			for _, kv := range f.env() {
+				if !strings.HasPrefix(kv, "SLURMDBD_EXPORTER_") {
+					env = append(env, kv)
+				}
+			}
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			code := -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if ctx.Err() != nil || code != 2 || !bytes.Contains(out, []byte(tc.want)) {
+				t.Errorf("exit %d (want 2), output does not say %q:\n%s", code, tc.want, out)
+			}
+			if bytes.Contains(out, []byte("panic")) || bytes.Contains(out, []byte("goroutine ")) {
+				t.Errorf("a panic:\n%s", out)
+			}
+			if bytes.Contains(out, []byte(f.secret)) {
+				t.Errorf("the DSN password is in the output:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestFaultWrongPassword: a wrong password is a database that does not
+// answer, not a configuration error (grants can change under a running
+// exporter): serve starts, reports up 0, and its log says why without
+// the password.
+func TestFaultWrongPassword(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	wrong := "wrong" + f.secret
+	f.write(f.dsnFile, f.srv.DSN("exporter", wrong, "slurm_acct_db"))
+	f.secret = wrong
+	s := f.serveUntil("/-/healthy", "--reported.source", "none", "--refresh-interval", "1s")
+	time.Sleep(2 * time.Second)
+	m, _ := s.scrape()
+	if m[upDB] != 0 || !strings.Contains(s.logs.String(), "Access denied for user 'exporter'") {
+		t.Errorf("up{db} %v; log:\n%s", m[upDB], s.logs.String())
+	}
+}
