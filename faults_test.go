@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // faultOutage is how long the database stays down in
@@ -292,7 +293,7 @@ func TestFaultReportedHang(t *testing.T) {
 		what, pid, _ := strings.Cut(l, " ")
 		if what == "child" {
 			children++
-			if processRunning(pid) {
+			if testenv.Running(pid) {
 				t.Errorf("sshare's child %s still running", pid)
 			}
 			continue
@@ -308,17 +309,6 @@ func TestFaultReportedHang(t *testing.T) {
 		t.Error("the log does not say why sshare failed")
 	}
 	t.Logf("%d hung sshare runs killed, reaped and counted; reported values withdrawn %v after sshare hung (last good report %d x %v old)", children, withdrawn.Round(100*time.Millisecond), stale, interval)
-}
-
-// processRunning: the process exists and is not a zombie (an orphan is
-// init's to reap).
-func processRunning(pid string) bool {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // TestFaultTableLock: a session holds a write lock on the association

@@ -101,6 +101,11 @@ func TestLoadTLSBasicAuth(t *testing.T) {
 		}
 	}
 
+	idle, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	var mu sync.Mutex
 	var took []time.Duration
 	var failures []string
@@ -139,7 +144,8 @@ func TestLoadTLSBasicAuth(t *testing.T) {
 	}
 	t.Logf("serve --demo --demo.associations %d, TLS + basic auth, %d clients x %d scrapes (gzip, %d KiB each): %d errors, wall %v",
 		loadAssociations, loadClients, loadScrapes/loadClients, bytes/int64(len(took))/1024, len(failures), wall.Round(time.Millisecond))
-	t.Logf("latency p50 %v, p99 %v, max %v; exporter %s, %s", q(0.5), q(0.99), q(1), procField(status, "VmHWM"), procField(status, "VmRSS"))
+	t.Logf("latency p50 %v, p99 %v, max %v", q(0.5), q(0.99), q(1))
+	t.Logf("exporter before the load: %s, %s; after: %s, %s", procField(idle, "VmHWM"), procField(idle, "VmRSS"), procField(status, "VmHWM"), procField(status, "VmRSS"))
 }
 
 // procField is one "Name:\t value" line of /proc/PID/status.

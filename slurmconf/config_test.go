@@ -2,6 +2,7 @@ package slurmconf
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -143,6 +144,15 @@ func FuzzConfig(f *testing.F) {
 	for _, s := range []string{"ClusterName=x\nPriorityFlags=NO_FAIR_TREE\n", "PartitionName=p TRESBillingWeights=CPU=1\\\n Nodes=a\n",
 		"PriorityDecayHalfLife=1-2:3:4 # c\n", "A=\"b c\" D=e\n"} {
 		f.Add(s)
+	}
+	// the real slurm.conf files the captures were taken with
+	confs, _ := filepath.Glob("../testdata/slurm-*/slurm*.conf")
+	for _, name := range confs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
 	}
 	f.Fuzz(func(t *testing.T, conf string) {
 		raw, err := Parse("slurm.conf", strings.NewReader(conf))

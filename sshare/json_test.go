@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // The JSON captures (testdata/README.md says where they come from). Within
@@ -499,7 +500,7 @@ func TestRunKillsGroup(t *testing.T) {
 				t.Errorf("sshare (pid %s) still running or not reaped", pids[0])
 			}
 			inGroup := !strings.HasPrefix(tc.child, "setsid")
-			if running(pids[1]) == inGroup {
+			if testenv.Running(pids[1]) == inGroup {
 				t.Errorf("child (pid %s) running: %v, want %v", pids[1], !inGroup, !inGroup)
 			}
 			if pid, err := strconv.Atoi(pids[1]); err == nil {
@@ -507,17 +508,6 @@ func TestRunKillsGroup(t *testing.T) {
 			}
 		})
 	}
-}
-
-// running: the process exists and is not a zombie (an orphan is init's
-// to reap).
-func running(pid string) bool {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // fuzzSeed shrinks a capture to its first two rows, root (NO_VAL level)

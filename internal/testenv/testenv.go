@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"strings"
@@ -74,4 +75,15 @@ func Tail(b []byte) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// Running reports whether process pid exists and is not a zombie (an
+// orphan is init's to reap; a zombie child is its parent's fault).
+func Running(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
