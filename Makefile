@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 
-.PHONY: build test test-short bench load demo lint golden fuzz clean
+.PHONY: build test test-short bench load demo dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -15,6 +15,7 @@ build:
 ## test: every test, real Slurm 22.05 included (installs Debian's packages when missing; needs root)
 test:
 	$(GO) vet ./...
+	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GO) test $(TESTFLAGS) ./...
 
 ## test-short: unit tests only, no real Slurm
@@ -41,6 +42,15 @@ lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd dashboards/grafana && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
+
+## package: the deb and rpm packages in dist/ (packaging/package.sh, where nfpm is pinned); a release: make package VERSION=1.2.0
+package:
+	VERSION=$(VERSION) GO=$(GO) ./packaging/package.sh dist
+
+## dashboards: regenerate dashboards/*.json from dashboards/grafana (grafana-foundation-sdk); a test fails when they are stale
+dashboards:
+	cd dashboards/grafana && $(GO) test -count=1 -run '^TestGenerated$$' -update .
 
 ## golden: recapture testdata/slurm-22.05 from real Slurm (about 9 minutes, root)
 golden:
@@ -56,3 +66,4 @@ fuzz:
 
 clean:
 	rm -f $(BIN)
+	rm -rf dist
