@@ -146,10 +146,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	const interval = 2 * time.Second
 	s := f.serve("--reported.source", "none", "--refresh-interval", interval.String(), "--db.timeout", "5s")
 	time.Sleep(3 * interval)
-	base, _ := s.scrape()
-	if base[upDB] != 1 {
-		t.Fatalf("up{db} %v before the outage", base[upDB])
-	}
+	base := s.waitScrape("a good refresh before the outage", 3*interval, func(m map[string]float64) bool { return m[upDB] == 1 })
 	baseThreads := f.threads()
 	factors := prefixed(base, "slurmdbd_fairshare_factor{")
 	if len(factors) == 0 {

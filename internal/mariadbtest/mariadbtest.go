@@ -61,6 +61,10 @@ func Start(t testing.TB, dir string) *Server {
 
 func (s *Server) start() {
 	s.t.Helper()
+	tmp := filepath.Join(s.Dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		s.t.Fatal(err)
+	}
 	logf, err := os.OpenFile(filepath.Join(s.Dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)
@@ -68,7 +72,10 @@ func (s *Server) start() {
 	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+filepath.Join(s.Dir, "db"),
 		"--socket="+filepath.Join(s.Dir, "my.sock"), fmt.Sprintf("--port=%d", s.Port), "--bind-address=127.0.0.1",
 		"--pid-file="+filepath.Join(s.Dir, "db.pid"), "--log-error="+filepath.Join(s.Dir, "db.err"),
-		"--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900", "--skip-log-bin")
+		"--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900", "--skip-log-bin",
+		// a tmpdir of its own: in the shared /tmp one server's internal
+		// temporary table vanished under it while others ran (seen in CI)
+		"--tmpdir="+tmp)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Pdeathsig: a test killed by its timeout takes the server along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
