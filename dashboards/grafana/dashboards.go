@@ -85,13 +85,13 @@ func board(uid, title string) *dashboard.DashboardBuilder {
 }
 
 // All are the bundled dashboards by file name.
-func All() (map[string]*dashboard.DashboardBuilder, error) {
+func All() map[string]*dashboard.DashboardBuilder {
 	return map[string]*dashboard.DashboardBuilder{
 		"fairshare-overview.json":  overview(),
 		"fairshare-drilldown.json": drilldown(),
 		"fairshare-drift.json":     drift(),
 		"exporter-health.json":     health(),
-	}, nil
+	}
 }
 
 func overview() *dashboard.DashboardBuilder {
