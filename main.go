@@ -53,12 +53,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	var c cli
 	exit := -1
-	parser, err := kong.New(&c,
-		kong.Name("slurmdbd_exporter"),
-		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
-		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
-		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(refresh.DemoAssociations)},
-		kong.Configuration(kong.JSON),
+	parser, err := newParser(&c,
 		kong.Writers(stdout, stderr),
 		// --help and --version call Exit; kong would go on parsing after a
 		// hook's Exit returns, so unwind to parse() instead.
@@ -87,6 +82,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "slurmdbd_exporter:", err)
 		return exitError
 	}
+}
+
+// newParser is the command line, for run and for docs/configuration.md.
+func newParser(c *cli, opts ...kong.Option) (*kong.Kong, error) {
+	return kong.New(c, append([]kong.Option{
+		kong.Name("slurmdbd_exporter"),
+		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
+		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
+		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(refresh.DemoAssociations)},
+		kong.Configuration(kong.JSON),
+	}, opts...)...)
 }
 
 type exitSentinel struct{}

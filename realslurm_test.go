@@ -22,7 +22,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/slurm-22.05 from the real-Slurm run")
+var update = flag.Bool("update", false, "rewrite testdata/slurm-22.05 from the real-Slurm run (TestRealSlurmReplay), docs/configuration.md (TestConfigurationDoc)")
 
 // goldenDir holds sshare output captured from real Slurm 22.05 by
 // TestRealSlurmReplay (go test -run TestRealSlurmReplay -update).

@@ -23,7 +23,7 @@ import (
 )
 
 // exporterBinary builds the command once per test binary run.
-func exporterBinary(t *testing.T) string {
+func exporterBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "slurmdbd_exporter")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -35,7 +35,7 @@ func exporterBinary(t *testing.T) string {
 
 // served is a running `slurmdbd_exporter serve`.
 type served struct {
-	t    *testing.T
+	t    testing.TB
 	url  string
 	cmd  *exec.Cmd
 	logs *bytes.Buffer
@@ -43,7 +43,7 @@ type served struct {
 	secret string
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,14 +53,14 @@ func freeAddr(t *testing.T) string {
 }
 
 // startServe runs the built binary with args and waits for /-/ready.
-func startServe(t *testing.T, bin string, env []string, args ...string) *served {
+func startServe(t testing.TB, bin string, env []string, args ...string) *served {
 	t.Helper()
 	return startServeUntil(t, "/-/ready", bin, env, args...)
 }
 
 // startServeUntil runs the built binary with args and waits until path
 // answers 200.
-func startServeUntil(t *testing.T, path, bin string, env []string, args ...string) *served {
+func startServeUntil(t testing.TB, path, bin string, env []string, args ...string) *served {
 	t.Helper()
 	addr := freeAddr(t)
 	s := &served{t: t, url: "http://" + addr, logs: &bytes.Buffer{}}
@@ -239,6 +239,7 @@ func TestServeRealSlurm(t *testing.T) {
 	s := startServe(t, bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
 	name := c.Name
 	up := func(src string) string { return series("slurmdbd_exporter_up", "source", src) }
+	prom := startPrometheus(t, strings.TrimPrefix(s.url, "http://"))
 
 	// Jobs over several passes (PriorityCalcPeriod is 1 minute): no alarm.
 	ids := []string{
@@ -246,7 +247,8 @@ func TestServeRealSlurm(t *testing.T) {
 		c.Submit("bob", "phys", "", 96, 75), c.Submit("dave", "chem", "", 64, 150),
 	}
 	c.WaitRunning(3*time.Minute, ids...)
-	end := time.Now().Add(4 * time.Minute)
+	healthy := time.Now()
+	end := healthy.Add(4 * time.Minute)
 	scrapes := 0
 	for time.Now().Before(end) {
 		m, body := s.scrape()
@@ -264,6 +266,11 @@ func TestServeRealSlurm(t *testing.T) {
 	}
 	m, _ := s.scrape()
 	t.Logf("after 4 minutes of jobs (%d scrapes): largest drifts %v", scrapes, maxDrift(m, name))
+	// Prometheus evaluated the shipped rules (with `for:` in seconds) every
+	// 2 s all along: not one alert, not even pending.
+	if seen := prom.alertsSince(healthy); len(seen) > 0 {
+		t.Errorf("healthy run with jobs: Prometheus saw alerts %v", seen)
+	}
 	if m[series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")] <= 0 {
 		t.Errorf("no reported usage for alice after 4 minutes of her job")
 	}
@@ -283,12 +290,21 @@ func TestServeRealSlurm(t *testing.T) {
 	if v, ok := m[series("slurmdbd_fairshare_algorithm_mismatch", "slurm_cluster", name, "configured", "classic", "applied", "fair_tree")]; !ok || v != 1 {
 		t.Errorf("applied algorithm not reported as fair_tree against classic configured")
 	}
+	as := prom.waitAlerts("FairshareDriftHigh and PriorityConfigMismatch firing", 2*time.Minute, func(as []promAlert) bool {
+		f := firing(as)
+		return f["FairshareDriftHigh"] && f["PriorityConfigMismatch"]
+	})
+	t.Logf("Prometheus after scontrol reconfigure: %s", alertList(as))
 	// A restart mends it: classic, jobs still running, no alarm.
 	c.RestartCtld("NO_FAIR_TREE")
 	s.waitScrape("formula drift gone after the restart", 4*time.Minute, func(m map[string]float64) bool {
 		f, _, _ := driftBeyond(m, name)
 		_, mismatch := m[series("slurmdbd_fairshare_algorithm_mismatch", "slurm_cluster", name, "configured", "classic", "applied", "classic")]
 		return f == 0 && mismatch
+	})
+	prom.waitAlerts("formula alerts resolved after the restart", time.Minute, func(as []promAlert) bool {
+		f := firing(as)
+		return !f["FairshareDriftHigh"] && !f["PriorityConfigMismatch"] && !f["FairshareRankMismatch"]
 	})
 
 	// (b) RawUsage=0 on one user: usage drift on that user.
@@ -311,6 +327,8 @@ func TestServeRealSlurm(t *testing.T) {
 	})
 	_, _, which = driftBeyond(m, name)
 	t.Logf("assoc_usage removed: %v", which)
+	as = prom.waitAlerts("UsageDrift firing", 2*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
+	t.Logf("Prometheus after lost usage: %s", alertList(as))
 
 	// MariaDB stopped: last good values served, db down, success frozen.
 	last := series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "db")
@@ -325,6 +343,7 @@ func TestServeRealSlurm(t *testing.T) {
 	if _, ok := m[series("slurmdbd_fairshare_factor", "slurm_cluster", name, "account", "chem", "user", "carol", "partition", "", "parent", "chem", "algorithm", "fair_tree")]; !ok {
 		t.Errorf("last good values not served while the database is down")
 	}
+	prom.waitAlerts("SlurmdbdDown firing", time.Minute, func(as []promAlert) bool { return firing(as)["SlurmdbdDown"] })
 	c.DB.Restart()
 	back := time.Now()
 	s.waitScrape("db back", 30*time.Second, func(m map[string]float64) bool { return m[up("db")] == 1 && m[last] > frozen })

@@ -1,10 +1,12 @@
 // Package gen fills a slurmdbd database with a synthetic cluster for
 // benchmarks: an association tree (fairshare.Synthetic's shapes, with a
-// consistent lft/rgt nested set) and months of hourly, daily and monthly
-// billing rollups in which about one user association in ten is active in
-// a given hour, plus running jobs after the last rollup. It writes into
-// the tables real slurmdbd created (load a real dump first); deterministic
-// by seed.
+// consistent lft/rgt nested set, the accounts and users in acct_table and
+// user_table, so that a slurmctld started after it loads the same tree)
+// and months of hourly, daily and monthly billing rollups in which about
+// one user association in ten is active in a given hour, finished jobs
+// over the same months and running jobs after the last rollup. It writes
+// into the tables real slurmdbd created (load a real dump, or let
+// slurmdbd create them, first); deterministic by seed.
 package gen
 
 import (
@@ -27,11 +29,14 @@ type Config struct {
 	// End is the end of the last rolled-up hour (an hour boundary).
 	End  time.Time
 	Seed uint64
+	// JobsPerHour finished jobs end in each rolled-up hour, run by users
+	// active in it.
+	JobsPerHour int
 }
 
 // Stats says what was written.
 type Stats struct {
-	Associations, HourRows, DayRows, MonthRows, Jobs int
+	Associations, HourRows, DayRows, MonthRows, Jobs, RunningJobs int
 }
 
 // Fill replaces the cluster's associations, rollups and jobs. db must be
@@ -67,23 +72,40 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 	walk(tree.Root())
 	now := c.End.Unix()
 	rows := make([]string, 0, n)
+	var accts, users []string
 	for i := 0; i < n; i++ {
 		a := tree.Association(i)
-		parent := ""
-		if a.Parent >= 0 && !a.IsUser() {
+		parent, qos := "", ""
+		switch {
+		case a.Parent < 0:
+			qos = ",1," // normal, as sacctmgr gives root; the rest inherit it
+		case !a.IsUser():
 			parent = tree.Association(a.Parent).Account
 		}
-		rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,'%s','%s','','%s',%d,%d,%d)", now, now, i+1, a.User, a.Account, parent, lft[i], rgt[i], a.Shares))
+		if a.IsUser() {
+			users = append(users, fmt.Sprintf("(%d,%d,0,'%s',1)", now, now, a.User))
+		} else if a.Parent >= 0 {
+			accts = append(accts, fmt.Sprintf("(%d,%d,0,'%s','%s','gen')", now, now, a.Account, a.Account))
+		}
+		// Synthetic gives each user one association: its default
+		isDef := boolInt(a.IsUser())
+		rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,%d,'%s','%s','','%s',%d,%d,%d,'%s')", now, now, isDef, i+1, a.User, a.Account, parent, lft[i], rgt[i], a.Shares, qos))
 	}
-	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_table")+" (creation_time,mod_time,deleted,id_assoc,user,acct,`partition`,parent_acct,lft,rgt,shares) VALUES ", rows); err != nil {
+	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_table")+" (creation_time,mod_time,deleted,is_def,id_assoc,user,acct,`partition`,parent_acct,lft,rgt,shares,qos) VALUES ", rows); err != nil {
+		return st, err
+	}
+	if err := insert(ctx, db, "REPLACE INTO acct_table (creation_time,mod_time,deleted,name,description,organization) VALUES ", accts); err != nil {
+		return st, err
+	}
+	if err := insert(ctx, db, "REPLACE INTO user_table (creation_time,mod_time,deleted,name,admin_level) VALUES ", users); err != nil {
 		return st, err
 	}
 	st.Associations = n
 
-	var users []int
+	var userIDs []int
 	for i := 0; i < n; i++ {
 		if a := tree.Association(i); a.IsUser() {
-			users = append(users, i+1)
+			userIDs = append(userIDs, i+1)
 		}
 	}
 	r := rand.New(rand.NewPCG(c.Seed, 0x6e6e))
@@ -91,13 +113,30 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 	day := map[[2]int64]int64{}   // (id, day start) -> sum
 	month := map[[2]int64]int64{} // (id, month start) -> sum
 	rows = rows[:0]
+	var jobs []string
+	jobID := 0
+	flushJobs := func() error {
+		err := insert(ctx, db, "INSERT INTO "+tbl("job_table")+" ("+jobColumns+") VALUES ", jobs)
+		st.Jobs += len(jobs)
+		jobs = jobs[:0]
+		return err
+	}
 	for h := start; h < now; h += 3600 {
-		for _, id := range users {
+		active := 0
+		for _, id := range userIDs {
 			if r.IntN(10) != 0 {
 				continue
 			}
 			secs := int64(r.IntN(3600*64) + 1)
 			rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, id, h, secs))
+			if active < c.JobsPerHour {
+				// a job of this user ending in this hour
+				active++
+				jobID++
+				cpus := 1 + r.IntN(64)
+				end := h + int64(r.IntN(3600))
+				jobs = append(jobs, jobRow(jobID, id, end-int64(r.IntN(4*3600)), end, cpus, 3))
+			}
 			t := time.Unix(h, 0).UTC()
 			d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
 			m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()
@@ -111,6 +150,14 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 			st.HourRows += len(rows)
 			rows = rows[:0]
 		}
+		if len(jobs) >= 20000 {
+			if err := flushJobs(); err != nil {
+				return st, err
+			}
+		}
+	}
+	if err := flushJobs(); err != nil {
+		return st, err
 	}
 	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_usage_hour_table")+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
 		return st, err
@@ -134,22 +181,34 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		return st, err
 	}
 	// Running jobs since before the last rollup.
-	rows = rows[:0]
-	for k, id := range users {
+	for k, id := range userIDs {
 		if k%50 != 0 {
 			continue
 		}
-		cpus := 1 + r.IntN(64)
-		rows = append(rows, fmt.Sprintf("(%d,%d,%d,1,%d,%d,0,'1=%d,4=1,5=%d','',0,%d,'gen',0,0,0,0,0,0,0,1,'',0,1)", k+1, id, k+1, now-1800, now-1800, cpus, cpus, cpus))
+		jobID++
+		jobs = append(jobs, jobRow(jobID, id, now-1800, 0, 1+r.IntN(64), 1))
 	}
-	// The NOT NULL columns without a default in 22.05's job_table.
-	cols := "job_db_inx,id_assoc,id_job,id_qos,time_submit,time_start,time_end,tres_alloc,tres_req,deleted," +
-		"cpus_req,job_name,id_resv,id_wckey,id_user,id_group,het_job_id,het_job_offset,state_reason_prev,nodes_alloc,`partition`,priority,state"
-	if err := insert(ctx, db, "INSERT INTO "+tbl("job_table")+" ("+cols+") VALUES ", rows); err != nil {
-		return st, err
+	st.RunningJobs = len(jobs)
+	st.Jobs -= len(jobs)
+	return st, flushJobs()
+}
+
+// jobColumns are the NOT NULL columns without a default in 22.05's
+// job_table, and what the exporter reads.
+const jobColumns = "job_db_inx,id_assoc,id_job,id_qos,time_submit,time_start,time_end,tres_alloc,tres_req,deleted," +
+	"cpus_req,job_name,id_resv,id_wckey,id_user,id_group,het_job_id,het_job_offset,state_reason_prev,nodes_alloc,`partition`,priority,state"
+
+// jobRow is a job of assoc with cpus CPUs (billing = CPUs) in state
+// (1 running, 3 completed); end 0: still running.
+func jobRow(id, assoc int, start, end int64, cpus, state int) string {
+	return fmt.Sprintf("(%d,%d,%d,1,%d,%d,%d,'1=%d,4=1,5=%d','',0,%d,'gen',0,0,0,0,0,0,0,1,'',0,%d)", id, assoc, id, start, start, end, cpus, cpus, cpus, state)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
 	}
-	st.Jobs = len(rows)
-	return st, nil
+	return 0
 }
 
 // insert writes rows in statements of at most 5000.
