@@ -369,7 +369,7 @@ func TestFaultTableLock(t *testing.T) {
 func TestFaultBadData(t *testing.T) {
 	t.Parallel()
 	f := newFaultEnv(t)
-	s := f.serve("--reported.source", "none", "--refresh-interval", "2s")
+	s := f.serve("--reported.source", "none", "--refresh-interval", "2s", "--collector.extended")
 	before := exportedAssocs(t, s)
 
 	long := strings.Repeat("l", 255) // tinytext holds 255 bytes

@@ -61,6 +61,7 @@ type serveCmd struct {
 	Users           bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
 	AccountInclude  string `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
 	AccountExclude  string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
+	Extended        bool   `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
 	MaxAssociations int    `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
 
 	Demo             bool `help:"Serve a bundled synthetic cluster: no database or Slurm needed."`
@@ -121,6 +122,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 		return err
 	}
 	col := collector.New()
+	col.Extended = s.Extended
 	ready := func() bool { return true }
 	if s.Demo {
 		snap := refresh.Demo(time.Now(), s.DemoAssociations)

@@ -340,7 +340,7 @@ func TestServeRealSlurm(t *testing.T) {
 	if m[last] != frozen || m[up("db")] != 0 {
 		t.Errorf("database stopped: last success moved from %v to %v, up %v", frozen, m[last], m[up("db")])
 	}
-	if _, ok := m[series("slurmdbd_fairshare_factor", "slurm_cluster", name, "account", "chem", "user", "carol", "partition", "", "parent", "chem", "algorithm", "fair_tree")]; !ok {
+	if _, ok := m[series("slurmdbd_fairshare_factor", "slurm_cluster", name, "account", "chem", "user", "carol", "partition", "", "parent", "chem", "algorithm", "classic")]; !ok {
 		t.Errorf("last good values not served while the database is down")
 	}
 	prom.waitAlerts("SlurmdbdDown firing", time.Minute, func(as []promAlert) bool { return firing(as)["SlurmdbdDown"] })

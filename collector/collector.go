@@ -98,6 +98,10 @@ var (
 
 // Collector serves the last published snapshot.
 type Collector struct {
+	// Extended adds the per-association series left out by default (see
+	// collectCluster); set it before the first Publish.
+	Extended bool
+
 	snap atomic.Pointer[Snapshot]
 	enc  atomic.Pointer[encoded]
 	now  func() time.Time
@@ -116,22 +120,30 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect sends the published snapshot.
+// Collect sends the published snapshot through client_golang: for tests
+// and linting. /metrics serves the same samples rendered by Publish.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snap.Load()
 	if s == nil {
 		return
 	}
-	collectStatic(s, ch)
-	collectLive(s, c.now(), ch)
+	collectStatic(s, c.Extended, toChan(ch))
+	collectLive(s, c.now(), toChan(ch))
+}
+
+// sink receives every sample; label values in the descriptor's order.
+type sink func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string)
+
+func toChan(ch chan<- prometheus.Metric) sink {
+	return func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, t, v, validUTF8(labels)...)
+	}
 }
 
 type gaugeFunc func(d *prometheus.Desc, v float64, labels ...string)
 
-func gauges(ch chan<- prometheus.Metric) gaugeFunc {
-	return func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, validUTF8(labels)...)
-	}
+func (s sink) gauges() gaugeFunc {
+	return func(d *prometheus.Desc, v float64, labels ...string) { s(d, prometheus.GaugeValue, v, labels...) }
 }
 
 // validUTF8 replaces bytes that are not UTF-8 in label values: names come
@@ -148,10 +160,10 @@ func validUTF8(labels []string) []string {
 }
 
 // collectStatic sends what depends on the snapshot only.
-func collectStatic(s *Snapshot, ch chan<- prometheus.Metric) {
-	gauge := gauges(ch)
+func collectStatic(s *Snapshot, extended bool, out sink) {
+	gauge := out.gauges()
 	for i := range s.Clusters {
-		collectCluster(&s.Clusters[i], gauge)
+		collectCluster(&s.Clusters[i], extended, gauge)
 	}
 	for name, src := range s.Sources {
 		gauge(descUp, b2f(src.Up), name)
@@ -161,13 +173,13 @@ func collectStatic(s *Snapshot, ch chan<- prometheus.Metric) {
 	}
 	for name, st := range s.Stages {
 		gauge(descStageDuration, st.Duration.Seconds(), name)
-		ch <- prometheus.MustNewConstMetric(descStageErrors, prometheus.CounterValue, float64(st.Errors), name)
+		out(descStageErrors, prometheus.CounterValue, float64(st.Errors), name)
 	}
 }
 
 // collectLive sends what changes with the time of the scrape.
-func collectLive(s *Snapshot, now time.Time, ch chan<- prometheus.Metric) {
-	gauge := gauges(ch)
+func collectLive(s *Snapshot, now time.Time, out sink) {
+	gauge := out.gauges()
 	for name, src := range s.Sources {
 		age := math.Inf(1)
 		if !src.LastSuccess.IsZero() {
@@ -187,37 +199,55 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-func collectCluster(cl *Cluster, gauge gaugeFunc) {
+// collectCluster sends a cluster's series. By default an association gets
+// at most eight: shares, usage, and what the configured algorithm makes of
+// them (normalized shares, factor, and classic's effective usage or Fair
+// Tree's level_fs and rank), and Slurm's reported factor and usage: some
+// 800k series at 100k associations. extended adds per-TRES usage,
+// normalized usage, uncharged usage, the other algorithm's values and the
+// what-if factors (ticket_based, maui): 17 and more per association.
+func collectCluster(cl *Cluster, extended bool, gauge gaugeFunc) {
+	fairTree := cl.Algorithm == fairshare.AlgorithmFairTree
 	for i := range cl.Assocs {
 		a := &cl.Assocs[i]
 		l := []string{cl.Name, a.Account, a.User, a.Partition, a.Parent}
-		gauge(descShares, float64(a.Shares), l...)
-		gauge(descUsage, a.RawUsage, l...)
-		for tres, v := range a.TRESUsage {
-			gauge(descTRESUsage, v, append(l, tres)...)
-		}
 		set := func(d *prometheus.Desc, v float64, extra ...string) {
 			if !math.IsNaN(v) {
 				gauge(d, v, append(l, extra...)...)
 			}
 		}
-		set(descNormUsage, a.Classic.NormUsage)
+		gauge(descShares, float64(a.Shares), l...)
+		gauge(descUsage, a.RawUsage, l...)
 		for _, alg := range []struct {
-			name string
+			name fairshare.Algorithm
 			v    *fairshare.Values
-		}{{string(fairshare.AlgorithmClassic), &a.Classic}, {string(fairshare.AlgorithmFairTree), &a.FairTree}} {
-			set(descNormShares, alg.v.NormShares, alg.name)
-			set(descEffUsage, alg.v.EffectiveUsage, alg.name)
-			set(descFactor, alg.v.FairShare, alg.name)
+		}{{fairshare.AlgorithmClassic, &a.Classic}, {fairshare.AlgorithmFairTree, &a.FairTree}} {
+			if alg.name != cl.Algorithm && !extended {
+				continue
+			}
+			set(descNormShares, alg.v.NormShares, string(alg.name))
+			set(descFactor, alg.v.FairShare, string(alg.name))
+			if alg.name == fairshare.AlgorithmClassic || extended {
+				set(descEffUsage, alg.v.EffectiveUsage, string(alg.name))
+			}
 		}
-		set(descFactor, a.TicketBased, "ticket_based")
-		set(descFactor, a.Maui, "maui")
-		set(descLevelFS, a.FairTree.LevelFS)
-		if a.FairTree.Rank > 0 {
-			gauge(descRank, float64(a.FairTree.Rank), l...)
+		if fairTree || extended {
+			set(descLevelFS, a.FairTree.LevelFS)
+			if a.FairTree.Rank > 0 {
+				gauge(descRank, float64(a.FairTree.Rank), l...)
+			}
 		}
 		set(descReportedFactor, a.ReportedFactor)
 		set(descReportedUsage, a.ReportedUsage)
+		if !extended {
+			continue
+		}
+		for tres, v := range a.TRESUsage {
+			gauge(descTRESUsage, v, append(l, tres)...)
+		}
+		set(descNormUsage, a.Classic.NormUsage)
+		set(descFactor, a.TicketBased, "ticket_based")
+		set(descFactor, a.Maui, "maui")
 		set(descUncharged, a.Uncharged)
 	}
 	for _, d := range cl.Drift {

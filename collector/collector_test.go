@@ -4,6 +4,7 @@ import (
 	"flag"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 )
 
@@ -22,6 +24,7 @@ var update = flag.Bool("update", false, "rewrite docs/metrics.md")
 func demoCollector(t *testing.T) *Collector {
 	t.Helper()
 	c := New()
+	c.Extended = true
 	if err := c.Publish(refresh.Demo(time.Now(), refresh.DemoAssociations)); err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +125,93 @@ func TestAwkwardNames(t *testing.T) {
 	for _, n := range names {
 		if want := strings.ToValidUTF8(n, "\uFFFD"); !users[want] {
 			t.Errorf("user %q not read back from the exposition", want)
+		}
+	}
+}
+
+// TestRenderMatchesClientGolang: the exposition Publish renders by hand
+// holds the same lines as client_golang's own text encoding of the same
+// snapshot (families and series sorted differently), awkward names
+// included.
+func TestRenderMatchesClientGolang(t *testing.T) {
+	snap := refresh.Demo(time.Now(), 300)
+	for i, n := range []string{`qu"ote's`, "new\nline", "back\\slash", "ünïcødé", "bad\xff\xfebytes"} {
+		snap.Clusters[0].Assocs[i+1].User = n
+	}
+	c := New()
+	c.Extended = true
+	if err := c.Publish(snap); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "slurmdbd_exporter_source_age_seconds", "slurmdbd_exporter_snapshot_age_seconds":
+			continue // rendered at scrape time, not by Publish
+		}
+		if _, err := expfmt.MetricFamilyToText(&want, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := func(s string) []string {
+		l := strings.Split(strings.TrimSpace(s), "\n")
+		slices.Sort(l)
+		return l
+	}
+	got, exp := lines(rec.Body.String()), lines(want.String())
+	if len(got) != len(exp) {
+		t.Fatalf("%d lines rendered, client_golang renders %d", len(got), len(exp))
+	}
+	for i := range got {
+		if got[i] != exp[i] {
+			t.Fatalf("line %d: rendered\n  %s\nclient_golang\n  %s", i, got[i], exp[i])
+		}
+	}
+	if len(got) < 5000 {
+		t.Errorf("only %d lines: the demo should fill every family", len(got))
+	}
+}
+
+// TestSeriesBudget: by default an association carries at most 8 series
+// (100k associations stay under a million), under either algorithm;
+// --collector.extended adds the rest.
+func TestSeriesBudget(t *testing.T) {
+	for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmFairTree, fairshare.AlgorithmClassic} {
+		count := func(extended bool) (perAssoc float64, families int) {
+			snap := refresh.Demo(time.Now(), 2000)
+			snap.Clusters[0].Algorithm = alg
+			c := New()
+			c.Extended = extended
+			if err := c.Publish(snap); err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			n := 0
+			for _, l := range strings.Split(rec.Body.String(), "\n") {
+				if strings.Contains(l, `,user="`) {
+					n++
+				}
+			}
+			fam := strings.Count(rec.Body.String(), "# TYPE ")
+			return float64(n) / float64(len(snap.Clusters[0].Assocs)), fam
+		}
+		def, defFam := count(false)
+		ext, extFam := count(true)
+		t.Logf("%s: %.2f series per association by default (%d families), %.2f extended (%d families)", alg, def, defFam, ext, extFam)
+		if def > 8 || def < 5 {
+			t.Errorf("%s: %.2f series per association by default, want 5 to 8", alg, def)
+		}
+		if ext < def+8 || extFam <= defFam {
+			t.Errorf("%s: extended %.2f series per association in %d families, default %.2f in %d", alg, ext, extFam, def, defFam)
 		}
 	}
 }

@@ -3,8 +3,6 @@ package collector
 import (
 	"bytes"
 	"compress/gzip"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -20,35 +18,22 @@ type encoded struct {
 }
 
 // Publish makes s what scrapes serve and renders its exposition. s must
-// not change afterwards. An error (two series with the same labels) names
-// the metric; what could be rendered is still published.
+// not change afterwards.
 func (c *Collector) Publish(s *Snapshot) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(part{s: s})
-	mfs, gatherErr := reg.Gather()
-	var text, gz bytes.Buffer
+	var w textWriter
+	collectStatic(s, c.Extended, w.add)
+	text := w.render()
+	var gz bytes.Buffer
+	gz.Grow(len(text) / 8)
 	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	w := io.MultiWriter(&text, zw)
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(w, mf); err != nil {
-			return fmt.Errorf("rendering %s: %w", mf.GetName(), err)
-		}
-	}
+	zw.Write(text)
 	if err := zw.Close(); err != nil {
 		return err
 	}
 	c.snap.Store(s)
-	c.enc.Store(&encoded{text: text.Bytes(), gz: gz.Bytes()})
-	return gatherErr
+	c.enc.Store(&encoded{text: text, gz: gz.Bytes()})
+	return nil
 }
-
-// part is the snapshot-only half of the metrics, rendered at publish time.
-type part struct{ s *Snapshot }
-
-// Describe sends nothing: part is an unchecked collector, registered only
-// to render one snapshot.
-func (part) Describe(chan<- *prometheus.Desc)      {}
-func (p part) Collect(ch chan<- prometheus.Metric) { collectStatic(p.s, ch) }
 
 // Live is the half of the metrics that changes with the time of the
 // scrape (ages); it belongs in the registry given to Handler.
@@ -59,7 +44,7 @@ type live struct{ c *Collector }
 func (live) Describe(chan<- *prometheus.Desc) {}
 func (l live) Collect(ch chan<- prometheus.Metric) {
 	if s := l.c.snap.Load(); s != nil {
-		collectLive(s, l.c.now(), ch)
+		collectLive(s, l.c.now(), toChan(ch))
 	}
 }
 

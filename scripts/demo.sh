@@ -5,7 +5,7 @@
 set -eu
 bin=${1:-./slurmdbd_exporter}
 port=${DEMO_PORT:-10819}
-"$bin" serve --demo --web.listen-address "127.0.0.1:$port" &
+"$bin" serve --demo --collector.extended --web.listen-address "127.0.0.1:$port" &
 pid=$!
 trap 'kill $pid 2>/dev/null' EXIT
 scrape() {

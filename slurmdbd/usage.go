@@ -260,7 +260,9 @@ func TRESCount(s string, id int) (count uint64, ok bool, err error) {
 // <cluster>_job_table.
 func (c Cluster) Pending(ctx context.Context) (map[uint32]int, error) {
 	table := c.table("job_table")
-	q := "SELECT id_assoc, COUNT(*) FROM " + table + " WHERE deleted = 0 AND state = 0 GROUP BY id_assoc"
+	// time_end = 0 (true of every pending job) lets the rollup2 index
+	// skip the finished ones: state has no index
+	q := "SELECT id_assoc, COUNT(*) FROM " + table + " WHERE deleted = 0 AND time_end = 0 AND state = 0 GROUP BY id_assoc"
 	out := map[uint32]int{}
 	err := c.db.query(ctx, "reading pending jobs from "+table, q, func(r *sql.Rows) error {
 		var id uint32

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/gen"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+)
+
+// scaleEnv reads an integer setting of BenchmarkScale.
+func scaleEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// BenchmarkScale measures, in one run on one machine, the exporter against
+// sshare on a real slurmctld 22.05 loaded with the same tree (make
+// bench-scale; docs/performance.md): the generated tree
+// (SCALE_ASSOCIATIONS, default 11,112; SCALE_MONTHS of rollups, default
+// 12) is written into the harness's database and slurmctld restarted on
+// it, then:
+//
+//	(a) sshare -a -l -P, five runs
+//	(b) the exporter's cold start: process start to the first scrape
+//	    holding factors
+//	(c) its steady refresh: the refresh stages of later refreshes
+//	(d) computation only: classic and Fair Tree on the same tree
+//	(e) /metrics under 50 concurrent gzip scrapers
+//	(f) the exporter's peak RSS
+func BenchmarkScale(b *testing.B) {
+	n := scaleEnv("SCALE_ASSOCIATIONS", 11112)
+	months := scaleEnv("SCALE_MONTHS", 12)
+	const depth, seed = 6, 1
+	c := slurmharness.Start(b, slurmharness.Config{HalfLife: "7-00:00:00"})
+	ctx := context.Background()
+	root, err := sql.Open("mysql", c.DB.DSN("root", "", "slurm_acct_db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	end := time.Now().Truncate(time.Hour)
+	c.StopDaemon("slurmctld")
+	t0 := time.Now()
+	st, err := gen.Fill(ctx, root, gen.Config{Cluster: c.Name, Associations: n, Depth: depth, Months: months, End: end, Seed: seed, JobsPerHour: 100})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("generated in %v: %+v", time.Since(t0).Round(time.Second), st)
+	// slurmctld must take the tree from slurmdbd, not from its state
+	for _, f := range []string{"assoc_mgr_state", "assoc_mgr_state.old", "assoc_usage", "assoc_usage.old", "qos_usage", "fed_mgr_state"} {
+		os.Remove(filepath.Join(c.StateDir(), f))
+	}
+	c.RestartCtld("")
+	var sshareRuns []time.Duration
+	rows := 0
+	for range 5 {
+		t := time.Now()
+		out := c.MustRun("sshare", "-a", "-l", "-P")
+		sshareRuns = append(sshareRuns, time.Since(t))
+		rows = strings.Count(out, "\n") - 1
+	}
+	// sshare also prints root's own user row when it exists
+	if rows < n {
+		b.Fatalf("sshare printed %d associations, the database holds %d: slurmctld did not load the generated tree", rows, n)
+	}
+	sshareT := median(sshareRuns)
+
+	// (d) computation only, on the tree gen wrote
+	tree := fairshare.Synthetic(n, depth, seed)
+	var comp []time.Duration
+	for range 20 {
+		t := time.Now()
+		tree.Classic(fairshare.ClassicOptions{Dampening: 1})
+		tree.FairTree()
+		comp = append(comp, time.Since(t))
+	}
+
+	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
+	dsnFile := filepath.Join(b.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	bin := exporterBinary(b)
+	t0 = time.Now()
+	s := startServeUntil(b, "/-/ready", bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "10s", "--log.level", "info")
+	var m map[string]float64
+	for {
+		m, _ = s.scrape()
+		if m[upReported] == 1 && len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0 {
+			break
+		}
+		if time.Since(t0) > 5*time.Minute {
+			b.Fatalf("no factors and report 5 minutes after start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cold := time.Since(t0)
+
+	// (c) steady refreshes: the stage durations of six later refreshes
+	stage := func(m map[string]float64, name string) time.Duration {
+		return time.Duration(m[series("slurmdbd_exporter_stage_duration_seconds", "stage", name)] * float64(time.Second))
+	}
+	var dbT, buildT, publishT []time.Duration
+	last := m[lastDB]
+	for len(dbT) < 6 {
+		time.Sleep(time.Second)
+		m, _ = s.scrape()
+		if ts := m[lastDB]; ts != last {
+			last = ts
+			time.Sleep(3 * time.Second) // let build and publish of that refresh finish
+			m, _ = s.scrape()
+			dbT = append(dbT, stage(m, "db")+stage(m, "extras"))
+			buildT = append(buildT, stage(m, "build"))
+			publishT = append(publishT, stage(m, "publish"))
+		}
+	}
+	steady := median(dbT) + median(buildT) + median(publishT)
+
+	// (e) 50 concurrent scrapers, 20 scrapes each, gzip as Prometheus asks
+	_, body := s.scrape()
+	seriesN := strings.Count(string(body), "\n") - strings.Count(string(body), "\n#")
+	gz := gzipLen(body)
+	lat := scrapeConcurrently(b, s.url+"/metrics", 50, 20)
+
+	// (f) peak RSS
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	row := func(what string, d time.Duration, target string) {
+		fmt.Printf("| %s | %v | %.0f× | %s |\n", what, d.Round(10*time.Microsecond), float64(sshareT)/float64(d), target)
+	}
+	fmt.Printf("\nBenchmarkScale: %d associations (%d hour, %d day, %d month rows, %d finished jobs; %d months), real slurmctld 22.05 and MariaDB on this machine\n\n",
+		st.Associations, st.HourRows, st.DayRows, st.MonthRows, st.Jobs, months)
+	fmt.Printf("| what | time | sshare ÷ it | target |\n|---|---|---|---|\n")
+	row("(a) `sshare -a -l -P` (median of 5)", sshareT, "")
+	row("(b) exporter cold start (start to first factors with a report)", cold, "≤ 10 s at 100k, a year")
+	row("(c) steady refresh: database (median of 6)", median(dbT), "")
+	row("(c) steady refresh: algorithms and drift", median(buildT), "")
+	row("(c) steady refresh: render the exposition", median(publishT), "")
+	row("(c) steady refresh, all stages", steady, "≥ 50× faster than (a); ≤ 200 ms")
+	row("(d) computation only, classic + Fair Tree (median of 20)", median(comp), "≤ 20 ms at 100k")
+	row("(e) /metrics p50, 50 concurrent scrapers × 20", lat[len(lat)/2], "")
+	row("(e) /metrics p99, 50 concurrent scrapers × 20", lat[len(lat)*99/100], "≤ 50 ms at 11k")
+	fmt.Printf("| (f) peak RSS | %s | | ≤ 512 MB at 100k |\n", procField(status, "VmHWM"))
+	fmt.Printf("| series per scrape | %d | | |\n| bytes per scrape | %d (%d gzip) | | |\n\n", seriesN, len(body), gz)
+	b.ReportMetric(sshareT.Seconds(), "sshare-s")
+	b.ReportMetric(cold.Seconds(), "cold-s")
+	b.ReportMetric(steady.Seconds(), "steady-s")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func gzipLen(b []byte) int {
+	var w countWriter
+	z := gzip.NewWriter(&w)
+	z.Write(b)
+	z.Close()
+	return int(w)
+}
+
+type countWriter int
+
+func (w *countWriter) Write(p []byte) (int, error) { *w += countWriter(len(p)); return len(p), nil }
+
+// scrapeConcurrently runs clients scrapers of each scrapes and returns
+// the sorted latencies.
+func scrapeConcurrently(t testing.TB, url string, clients, each int) []time.Duration {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := &http.Client{Transport: &http.Transport{}}
+			for range each {
+				req, _ := http.NewRequest("GET", url, nil)
+				req.Header.Set("Accept-Encoding", "gzip")
+				t0 := time.Now()
+				resp, err := cl.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				d := time.Since(t0)
+				if resp.StatusCode != 200 {
+					errs <- fmt.Errorf("status %d", resp.StatusCode)
+					return
+				}
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("scrape: %v", err)
+	}
+	slices.Sort(lat)
+	return lat
+}

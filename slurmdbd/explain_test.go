@@ -1,0 +1,167 @@
+package slurmdbd
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/gen"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+)
+
+// TestSteadyQueriesUseIndexes records, with MariaDB's general log, every
+// statement a steady refresh sends (Refresher.Refresh after a full load,
+// pending jobs, Maui windows) against a generated cluster in the real
+// 22.05 schema, and runs EXPLAIN on each: none may scan a rollup table or
+// the job table whole. Those grow with the site's history; a steady
+// refresh must cost what changed since the last one.
+func TestSteadyQueriesUseIndexes(t *testing.T) {
+	srv := mariadbtest.Start(t, "")
+	ctx := context.Background()
+	srv.Load("explain", "../testdata/slurm-22.05/slurm_acct_db.sql.gz")
+	root, err := sql.Open("mysql", srv.DSN("root", "", "explain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	root.SetMaxOpenConns(1)
+	var cluster string
+	if err := root.QueryRowContext(ctx, "SELECT name FROM cluster_table LIMIT 1").Scan(&cluster); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	if _, err := gen.Fill(ctx, root, gen.Config{Cluster: cluster, Associations: 2000, Depth: 5, Months: 2, End: end, Seed: 3, JobsPerHour: 50}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ANALYZE TABLE `" + cluster + "_assoc_usage_hour_table`, `" + cluster + "_job_table`"} {
+		if _, err := root.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Open(ctx, srv.DSN("root", "", "explain"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c, err := d.Cluster(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Refresher{Cluster: c, Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300}, Location: time.UTC}
+	at := end.Add(20 * time.Minute)
+	if _, err := r.Refresh(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.ExecContext(ctx, "SET GLOBAL log_output = 'TABLE'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.ExecContext(ctx, "TRUNCATE mysql.general_log"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.ExecContext(ctx, "SET GLOBAL general_log = 1"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := r.Refresh(ctx, at.Add(5*time.Minute))
+	if err == nil {
+		_, err = c.Pending(ctx)
+	}
+	if err == nil {
+		_, err = c.WindowUsage(ctx, at, 12*time.Hour, 8)
+	}
+	if _, err := root.ExecContext(ctx, "SET GLOBAL general_log = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Full {
+		t.Fatal("the second refresh read the whole history again")
+	}
+	rows, err := root.QueryContext(ctx, "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type IN ('Query', 'Execute')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(strings.ToUpper(strings.TrimSpace(q)), "SELECT") {
+			stmts = append(stmts, q)
+		}
+	}
+	rows.Close()
+	growing := func(table string) bool {
+		return strings.Contains(table, "_usage_") || strings.HasSuffix(table, "_job_table")
+	}
+	checked := 0
+	for _, q := range stmts {
+		plan, err := explain(ctx, root, q)
+		if err != nil {
+			t.Errorf("EXPLAIN %s: %v", q, err)
+			continue
+		}
+		for _, p := range plan {
+			if !growing(p.table) {
+				continue
+			}
+			checked++
+			t.Logf("%s: %s via %s (%d rows)  %s", p.table, p.typ, p.key, p.rows, q)
+			if p.typ == "ALL" || p.typ == "index" {
+				t.Errorf("full scan (%s) of %s: %s", p.typ, p.table, q)
+			}
+		}
+	}
+	if checked < 4 {
+		t.Errorf("only %d reads of rollup or job tables among %d statements: the general log missed the refresh", checked, len(stmts))
+	}
+}
+
+type planRow struct {
+	table, typ, key string
+	rows            int64
+}
+
+func explain(ctx context.Context, db *sql.DB, q string) ([]planRow, error) {
+	rows, err := db.QueryContext(ctx, "EXPLAIN "+q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out []planRow
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		var p planRow
+		for i, c := range cols {
+			switch c {
+			case "table":
+				p.table = vals[i].String
+			case "type":
+				p.typ = vals[i].String
+			case "key":
+				p.key = vals[i].String
+			case "rows":
+				for _, ch := range vals[i].String {
+					p.rows = p.rows*10 + int64(ch-'0')
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
