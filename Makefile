@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 
-.PHONY: build test test-short bench load demo dashboards package lint golden fuzz clean
+.PHONY: build test test-short bench bench-scale load demo dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -28,6 +28,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 -count 5 ./fairshare
 	$(GO) test -run '^$$' -bench Load -benchtime 3x ./slurmdbd
 	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
+	$(MAKE) bench-scale
+
+## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)
+bench-scale:
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m .
 
 ## load: 1000 scrapes from 100 clients with TLS and basic auth against serve --demo with 11,112 associations (docs/performance.md)
 load:

@@ -3,8 +3,10 @@ package collector
 import (
 	"bytes"
 	"compress/gzip"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -81,11 +83,21 @@ func (c *Collector) Handler(g prometheus.Gatherer) http.Handler {
 		if len(e.gz) > 0 {
 			w.Write(e.gz)
 		}
-		zw := gzip.NewWriter(w)
+		zw := gzipWriters.Get().(*gzip.Writer)
+		zw.Reset(w)
 		zw.Write(liveText.Bytes())
 		zw.Close()
+		gzipWriters.Put(zw)
 	})
 }
+
+// gzipWriters are reused across scrapes: a new gzip.Writer allocates
+// about a megabyte of compressor state, more than the live metrics it
+// compresses.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
+	return zw
+}}
 
 func acceptsGzip(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {

@@ -232,6 +232,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 	// usage moves at every decay pass
 	if cs := e.clusters[e.Conf.ClusterName]; cs != nil && e.db != nil {
 		t0 := e.now()
+		cs.atReport.Seed(&cs.ref)
 		in, err := e.read(ctx, e.Conf.ClusterName, &cs.atReport, r.at)
 		e.stage(StageDB, e.now().Sub(t0), err)
 		if err != nil {

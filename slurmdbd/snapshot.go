@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"strconv"
 	"time"
@@ -88,6 +89,22 @@ type Refresher struct {
 	lastRollup      int64
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
+	// Refined counts the associations the last full load read again from
+	// hours (coldLoad).
+	Refined int
+}
+
+// Seed gives r, before its first refresh, the frozen sums of o (a
+// refresher of the same cluster and settings), so that r's first refresh
+// is incremental too when it is not earlier than o's last: a cold load of
+// a large history costs seconds. Without them, or when anything differs,
+// r reads the whole history itself.
+func (r *Refresher) Seed(o *Refresher) {
+	if r.frozen != nil || o.frozen == nil {
+		return
+	}
+	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup = o.fingerprint, o.frozenAt, o.watermark, o.lastRollup
+	r.frozen, r.frozenUncharged = maps.Clone(o.frozen), maps.Clone(o.frozenUncharged)
 }
 
 // Refresh rebuilds raw usage at at.
@@ -165,7 +182,11 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	if full {
 		r.frozen, r.frozenUncharged, r.watermark = map[Key]float64{}, map[uint32]float64{}, from
 		if lastRan.OK {
-			if err := r.freezeOld(ctx, &in, l, qos, from, loc); err != nil {
+			hourCut, dayCut, err := r.cuts(ctx, from, loc)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.coldLoad(ctx, &in, l, qos, from, watermark, hourCut, dayCut, loc); err != nil {
 				return nil, err
 			}
 			// older tails weigh below 2^-tailHalfLives
@@ -230,40 +251,24 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 		Problems: append(tree.Problems, problems...)}, nil
 }
 
-// freezeOld reads the days and months before the hours PurgeUsageAfter
-// left (the finest table that still has the data) into the frozen sums:
-// days before the day of the oldest hour, months before the month of the
-// oldest day. Hours a purge left missing at the start of that day are lost.
-func (r *Refresher) freezeOld(ctx context.Context, in *UsageInputs, l Layout, qos map[uint32]QOS, from int64, loc *time.Location) error {
+// cuts are where the hour and day tables start holding data after
+// PurgeUsageAfter: the start of the day of the oldest hour and of the month
+// of the oldest day (from when they hold everything since from). Hours a
+// purge left missing at the start of that day are lost.
+func (r *Refresher) cuts(ctx context.Context, from int64, loc *time.Location) (hourCut, dayCut int64, err error) {
 	c := r.Cluster
-	hourCut, dayCut := from, from
+	hourCut, dayCut = from, from
 	if oldest, ok, err := c.Oldest(ctx, Hour); err != nil {
-		return err
+		return 0, 0, err
 	} else if ok && oldest > from {
 		hourCut = max(from, startOf(oldest, loc, false))
 	}
 	if oldest, ok, err := c.Oldest(ctx, Day); err != nil {
-		return err
+		return 0, 0, err
 	} else if ok && oldest > from && hourCut > from {
 		dayCut = max(from, startOf(oldest, loc, true))
 	}
-	for _, part := range []struct {
-		p        Period
-		from, to int64
-	}{{Month, from, dayCut}, {Day, dayCut, hourCut}} {
-		if part.to <= part.from {
-			continue
-		}
-		rows, err := c.Usage(ctx, l, qos, part.p, part.from, part.to)
-		if err != nil {
-			return err
-		}
-		for _, u := range rows {
-			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, part.p)
-		}
-	}
-	r.watermark = hourCut
-	return nil
+	return hourCut, dayCut, nil
 }
 
 // startOf is the start of t's local day (or month).

@@ -3,7 +3,8 @@
 // consistent lft/rgt nested set, the accounts and users in acct_table and
 // user_table, so that a slurmctld started after it loads the same tree)
 // and months of hourly, daily and monthly billing rollups in which about
-// one user association in ten is active in a given hour, finished jobs
+// one user association in ten is active in a given hour (one user in ten
+// idle for the last two thirds of the months), finished jobs
 // over the same months and running jobs after the last rollup. It writes
 // into the tables real slurmdbd created (load a real dump, or let
 // slurmdbd create them, first); deterministic by seed.
@@ -110,87 +111,120 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 	}
 	r := rand.New(rand.NewPCG(c.Seed, 0x6e6e))
 	start := c.End.AddDate(0, -c.Months, 0).Unix()
-	day := map[[2]int64]int64{}   // (id, day start) -> sum
-	month := map[[2]int64]int64{} // (id, month start) -> sum
-	rows = rows[:0]
-	var jobs []string
-	jobID := 0
-	flushJobs := func() error {
-		err := insert(ctx, db, "INSERT INTO "+tbl("job_table")+" ("+jobColumns+") VALUES ", jobs)
-		st.Jobs += len(jobs)
-		jobs = jobs[:0]
-		return err
+	// Each table's rows are written in its primary key's order (id,
+	// id_tres, time_start), one association after the other: in time
+	// order every insert lands in another page, and at 100k associations
+	// a year took hours instead of minutes.
+	tables := map[string]*batch{}
+	for _, t := range []string{"assoc_usage_hour_table", "assoc_usage_day_table", "assoc_usage_month_table"} {
+		tables[t] = &batch{prefix: "INSERT INTO " + tbl(t) + " (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES "}
 	}
-	for h := start; h < now; h += 3600 {
-		active := 0
-		for _, id := range userIDs {
-			if r.IntN(10) != 0 {
+	jobs := &batch{prefix: "INSERT INTO " + tbl("job_table") + " (" + jobColumns + ") VALUES "}
+	// a job for this share of the active user-hours: JobsPerHour a hour
+	jobShare := float64(c.JobsPerHour) / max(1, float64(len(userIDs))/10)
+	jobID := 0
+	// one user in ten has been idle for the last two thirds of the span:
+	// all its usage is old
+	idleFrom := start + (now-start)/3
+	for k, id := range userIDs {
+		var daySum, monthSum int64
+		var dayStart, monthStart int64 = -1, -1
+		flush := func(table string, start *int64, sum *int64) error {
+			if *sum > 0 {
+				if err := tables[table].add(ctx, db, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, id, *start, *sum)); err != nil {
+					return err
+				}
+			}
+			*sum = 0
+			return nil
+		}
+		for h := start; h < now; h += 3600 {
+			t := time.Unix(h, 0).UTC()
+			if d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix(); d != dayStart {
+				if err := flush("assoc_usage_day_table", &dayStart, &daySum); err != nil {
+					return st, err
+				}
+				dayStart = d
+			}
+			if m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix(); m != monthStart {
+				if err := flush("assoc_usage_month_table", &monthStart, &monthSum); err != nil {
+					return st, err
+				}
+				monthStart = m
+			}
+			if r.IntN(10) != 0 || (k%10 == 9 && h > idleFrom) {
 				continue
 			}
 			secs := int64(r.IntN(3600*64) + 1)
-			rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, id, h, secs))
-			if active < c.JobsPerHour {
+			if err := tables["assoc_usage_hour_table"].add(ctx, db, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, id, h, secs)); err != nil {
+				return st, err
+			}
+			daySum += secs
+			monthSum += secs
+			if r.Float64() < jobShare {
 				// a job of this user ending in this hour
-				active++
 				jobID++
-				cpus := 1 + r.IntN(64)
 				end := h + int64(r.IntN(3600))
-				jobs = append(jobs, jobRow(jobID, id, end-int64(r.IntN(4*3600)), end, cpus, 3))
-			}
-			t := time.Unix(h, 0).UTC()
-			d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
-			m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()
-			day[[2]int64{int64(id), d}] += secs
-			month[[2]int64{int64(id), m}] += secs
-		}
-		if len(rows) >= 50000 {
-			if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_usage_hour_table")+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
-				return st, err
-			}
-			st.HourRows += len(rows)
-			rows = rows[:0]
-		}
-		if len(jobs) >= 20000 {
-			if err := flushJobs(); err != nil {
-				return st, err
+				if err := jobs.add(ctx, db, jobRow(jobID, id, end-int64(r.IntN(4*3600)), end, 1+r.IntN(64), 3)); err != nil {
+					return st, err
+				}
 			}
 		}
-	}
-	if err := flushJobs(); err != nil {
-		return st, err
-	}
-	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_usage_hour_table")+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
-		return st, err
-	}
-	st.HourRows += len(rows)
-	for _, part := range []struct {
-		table string
-		sums  map[[2]int64]int64
-		count *int
-	}{{"assoc_usage_day_table", day, &st.DayRows}, {"assoc_usage_month_table", month, &st.MonthRows}} {
-		rows = rows[:0]
-		for k, v := range part.sums {
-			rows = append(rows, fmt.Sprintf("(%d,%d,0,%d,5,%d,%d)", now, now, k[0], k[1], v))
-		}
-		if err := insert(ctx, db, "INSERT INTO "+tbl(part.table)+" (creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs) VALUES ", rows); err != nil {
+		if err := flush("assoc_usage_day_table", &dayStart, &daySum); err != nil {
 			return st, err
 		}
-		*part.count = len(rows)
+		if err := flush("assoc_usage_month_table", &monthStart, &monthSum); err != nil {
+			return st, err
+		}
+	}
+	for t, count := range map[string]*int{"assoc_usage_hour_table": &st.HourRows, "assoc_usage_day_table": &st.DayRows, "assoc_usage_month_table": &st.MonthRows} {
+		if err := tables[t].flush(ctx, db); err != nil {
+			return st, err
+		}
+		*count = tables[t].written
 	}
 	if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl("last_ran_table")+" VALUES (?, ?, ?)", now, now, now); err != nil {
 		return st, err
 	}
+	if err := jobs.flush(ctx, db); err != nil {
+		return st, err
+	}
+	st.Jobs = jobs.written
 	// Running jobs since before the last rollup.
 	for k, id := range userIDs {
 		if k%50 != 0 {
 			continue
 		}
 		jobID++
-		jobs = append(jobs, jobRow(jobID, id, now-1800, 0, 1+r.IntN(64), 1))
+		if err := jobs.add(ctx, db, jobRow(jobID, id, now-1800, 0, 1+r.IntN(64), 1)); err != nil {
+			return st, err
+		}
 	}
-	st.RunningJobs = len(jobs)
-	st.Jobs -= len(jobs)
-	return st, flushJobs()
+	err := jobs.flush(ctx, db)
+	st.RunningJobs = jobs.written - st.Jobs
+	return st, err
+}
+
+// batch collects rows for one INSERT statement of up to 5000 rows.
+type batch struct {
+	prefix  string
+	rows    []string
+	written int
+}
+
+func (b *batch) add(ctx context.Context, db *sql.DB, row string) error {
+	b.rows = append(b.rows, row)
+	if len(b.rows) < 5000 {
+		return nil
+	}
+	return b.flush(ctx, db)
+}
+
+func (b *batch) flush(ctx context.Context, db *sql.DB) error {
+	err := insert(ctx, db, b.prefix, b.rows)
+	b.written += len(b.rows)
+	b.rows = b.rows[:0]
+	return err
 }
 
 // jobColumns are the NOT NULL columns without a default in 22.05's

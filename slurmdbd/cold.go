@@ -1,0 +1,323 @@
+package slurmdbd
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A cold load reads a year of hourly rollups at 100k associations: tens
+// of millions of rows, too many to send to the exporter. So it reads each
+// part of the history from the coarsest table precise enough for it, and
+// lets the server sum the rows:
+//
+//   - hours younger than hourHalfLives half-lives, each weighed exactly as
+//     bucket() weighs it (the weight of a whole hour is K·d^(now−start),
+//     with K fixed by the hour's phase against the passes);
+//   - days younger than dayHalfLives, and months before, each weighed as
+//     usage spread evenly over the period. Where in the period the usage
+//     fell is unknown, so each coarse sum carries a bound on its error;
+//   - an association whose bound exceeds coarseTolerance of its usage
+//     (a user idle for weeks, whose usage is all old) is read again from
+//     the hours the table still holds.
+//
+// With decay off (half-life 0) coarse periods are exact and the whole
+// history comes from months and days.
+const (
+	hourHalfLives = 7
+	dayHalfLives  = 12
+	// coarseTolerance is the relative error a coarse period may add to an
+	// association's usage: a fifth of the default usage drift tolerance.
+	coarseTolerance = 1e-3
+	// coarseFloor is an absolute error always allowed (billing-seconds):
+	// sshare prints RawUsage as an integer.
+	coarseFloor = 1
+)
+
+// coldSum is Σ alloc_secs·d^(now−time_start) of one association's TRES
+// over rows of one table, and for hours the phase of their start against
+// the passes.
+type coldSum struct {
+	Key
+	phase int64 // (time_start − pass phase) mod period; hours only
+	sum   float64
+}
+
+// sums reads coldSums of period p over [from, to) (ids: only those). With
+// QOS UsageFactor to apply (24.11+ per-QOS tables) the rows are read and
+// weighed here; otherwise the server sums them.
+func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, now float64, from, to int64, ids []uint32) ([]coldSum, error) {
+	if to <= from {
+		return nil, nil
+	}
+	lnD := math.Log(r.Passes.D())
+	period, phase := r.passGrid()
+	if l.QOSUsage && anyFactor(qos) {
+		rows, err := r.Cluster.Usage(ctx, l, qos, p, from, to)
+		if err != nil {
+			return nil, err
+		}
+		keep := idSet(ids)
+		idx := map[coldSum]int{}
+		var out []coldSum
+		for _, u := range rows {
+			if keep != nil && !keep[u.Assoc] {
+				continue
+			}
+			k := coldSum{Key: Key{u.Assoc, u.TRES}}
+			if p == Hour {
+				k.phase = mod(u.Start-phase, period)
+			}
+			i, ok := idx[k]
+			if !ok {
+				i = len(out)
+				idx[k] = i
+				out = append(out, k)
+			}
+			out[i].sum += u.AllocSecs * math.Exp(lnD*(now-float64(u.Start)))
+		}
+		return out, nil
+	}
+	table := r.Cluster.table("assoc_usage_" + string(p) + "_table")
+	phaseCol := "0"
+	if p == Hour {
+		phaseCol = "MOD(CAST(time_start AS SIGNED) - " + strconv.FormatInt(phase, 10) + ", " + strconv.FormatInt(period, 10) + ")"
+	}
+	q := "SELECT id, id_tres, " + phaseCol + " AS ph, SUM(alloc_secs * EXP(? * (? - CAST(time_start AS SIGNED)))) FROM " + table +
+		" WHERE id_tres <> ? AND deleted = 0 AND time_start >= ? AND time_start < ?"
+	var out []coldSum
+	for chunk := range chunks(ids, 1000) {
+		qq := q
+		if chunk != nil {
+			qq += " AND id IN (" + joinIDs(chunk) + ")"
+		}
+		qq += " GROUP BY id, id_tres, ph"
+		err := r.Cluster.db.query(ctx, "summing "+table, qq, func(rows *sql.Rows) error {
+			var s coldSum
+			if err := rows.Scan(&s.Assoc, &s.TRES, &s.phase, &s.sum); err != nil {
+				return err
+			}
+			s.phase = mod(s.phase, period)
+			out = append(out, s)
+			return nil
+		}, lnD, now, TRESEnergy, from, to)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// passGrid is the pass period and phase in whole seconds.
+func (r *Refresher) passGrid() (period, phase int64) {
+	period = max(1, int64(math.Round(r.Passes.Period)))
+	return period, mod(int64(math.Round(r.Passes.Phase)), period)
+}
+
+// hourWeight is K of an hour whose start has this phase: bucket() of a
+// whole hour is alloc·K·d^(now−start).
+func (r *Refresher) hourWeight(phase int64, now float64) float64 {
+	period, p0 := r.passGrid()
+	// any start with this phase, a day before now
+	s := int64(now) - 86400
+	s -= mod(s-p0-phase, period)
+	return r.Passes.BucketUsage(float64(s), float64(s+3600), now, 1) / math.Pow(r.Passes.D(), now-float64(s))
+}
+
+// spread is, for usage spread evenly over a period of nominal length
+// (seconds) starting at s, the factor A with value = alloc·A·d^(now−s),
+// and the largest error of that value over any placement of the usage in
+// a period up to longest seconds, per unit of alloc·d^(now−s).
+func (r *Refresher) spread(nominal, longest float64) (a, bound float64) {
+	d := r.Passes.D()
+	if d == 1 {
+		return 1, 0
+	}
+	lnD := math.Log(d)
+	a = (math.Exp(-lnD*nominal) - 1) / (-lnD * nominal)
+	// a second is weighed at least d^P (charged at the next pass) and at
+	// most d^(−longest) (the end of the period)
+	return a, math.Max(a-math.Pow(d, r.Passes.Period), math.Exp(-lnD*longest)-a)
+}
+
+// coldLoad fills the frozen sums with every rolled-up row before to, from
+// the horizon from (see the comment at the top of this file). hourCut and
+// dayCut are where the hour and day tables start holding data (purges).
+func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos map[uint32]QOS, from, to, hourCut, dayCut int64, loc *time.Location) error {
+	c := r.Cluster
+	now := r.Passes.LastPass(in.At)
+	// tier boundaries by age, at local day and month starts
+	hourFrom, dayFrom := from, from
+	if hl := r.Passes.HalfLife; hl > 0 {
+		hourFrom = startOf(int64(in.At-hourHalfLives*hl), loc, false)
+		dayFrom = startOf(int64(in.At-dayHalfLives*hl), loc, true)
+	} else {
+		hourFrom = startOf(int64(in.At), loc, false)
+		dayFrom = startOf(int64(in.At), loc, true)
+	}
+	// a day (month) row lies wholly before hourFrom (dayFrom): the hours
+	// after it are read as hours
+	hourFrom = min(max(hourFrom, hourCut, from), startOf(to, loc, false))
+	dayFrom = min(max(dayFrom, dayCut, from), startOf(hourFrom, loc, true))
+	hourFrom = max(hourFrom, from)
+	dayFrom = max(dayFrom, from)
+	// Rows that straddle the last usage reset are cut by bucket(): read
+	// them one by one.
+	since := int64(in.Since)
+	straddle := func(p Period, lo, hi int64) (int64, error) {
+		long := int64(periodSeconds[p])
+		if since == 0 || since <= lo-long || lo >= hi {
+			return lo, nil
+		}
+		rows, err := c.Usage(ctx, l, qos, p, lo-long, min(since, hi))
+		if err != nil {
+			return 0, err
+		}
+		for _, u := range rows {
+			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, p)
+		}
+		return min(max(lo, since), hi), nil
+	}
+
+	// hours: exact
+	weights := map[int64]float64{}
+	weigh := func(s coldSum) float64 {
+		k, ok := weights[s.phase]
+		if !ok {
+			k = r.hourWeight(s.phase, now)
+			weights[s.phase] = k
+		}
+		return s.sum * k
+	}
+	lo, err := straddle(Hour, hourFrom, to)
+	if err != nil {
+		return err
+	}
+	hours, err := r.sums(ctx, l, qos, Hour, now, lo, to, nil)
+	if err != nil {
+		return err
+	}
+	for _, s := range hours {
+		r.frozen[s.Key] += weigh(s)
+	}
+
+	// Days and months: spread evenly, with a bound. Rows that start at or
+	// after hourCut (aligned to their period) lie where the hour table
+	// still has data: those can be read again from hours.
+	type coarse struct{ fixed, refinable, bound float64 }
+	acc := map[Key]*coarse{}
+	var again [][2]int64 // hour ranges that refinable rows cover
+	for _, t := range []struct {
+		p                Period
+		lo, hi           int64
+		nominal, longest float64
+	}{{Month, from, dayFrom, 30.44 * 86400, periodSeconds[Month]}, {Day, dayFrom, hourFrom, 86400, periodSeconds[Day]}} {
+		lo, err := straddle(t.p, t.lo, t.hi)
+		if err != nil {
+			return err
+		}
+		cut := max(lo, hourCut)
+		if cut > lo && t.p == Month && startOf(cut, loc, true) != cut {
+			cut = time.Unix(startOf(cut, loc, true), 0).In(loc).AddDate(0, 1, 0).Unix()
+		}
+		cut = min(cut, t.hi)
+		if cut < t.hi {
+			again = append(again, [2]int64{cut, t.hi})
+		}
+		a, b := r.spread(t.nominal, t.longest)
+		for _, part := range [][2]int64{{lo, cut}, {cut, t.hi}} {
+			sums, err := r.sums(ctx, l, qos, t.p, now, part[0], part[1], nil)
+			if err != nil {
+				return err
+			}
+			for _, s := range sums {
+				e := acc[s.Key]
+				if e == nil {
+					e = &coarse{}
+					acc[s.Key] = e
+				}
+				if part[0] == cut {
+					e.refinable += s.sum * a
+				} else {
+					e.fixed += s.sum * a
+				}
+				e.bound += s.sum * b
+			}
+		}
+	}
+	var refine []uint32
+	refined := map[uint32]bool{}
+	for k, e := range acc {
+		total := r.frozen[k] + e.fixed + e.refinable
+		if e.refinable > 0 && e.bound > coarseTolerance*total+coarseFloor && !refined[k.Assoc] {
+			refined[k.Assoc] = true
+			refine = append(refine, k.Assoc)
+		}
+	}
+	r.Refined = len(refine)
+	for _, rg := range again {
+		if len(refine) == 0 {
+			break
+		}
+		sums, err := r.sums(ctx, l, qos, Hour, now, rg[0], rg[1], refine)
+		if err != nil {
+			return err
+		}
+		for _, s := range sums {
+			r.frozen[s.Key] += weigh(s)
+		}
+	}
+	for k, e := range acc {
+		r.frozen[k] += e.fixed
+		if !refined[k.Assoc] {
+			r.frozen[k] += e.refinable
+		}
+	}
+	r.watermark = to
+	return nil
+}
+
+func mod(a, m int64) int64 { return ((a % m) + m) % m }
+
+func idSet(ids []uint32) map[uint32]bool {
+	if ids == nil {
+		return nil
+	}
+	m := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// chunks yields ids in pieces of n, or one nil (no filter) when ids is
+// nil.
+func chunks(ids []uint32, n int) func(func([]uint32) bool) {
+	return func(yield func([]uint32) bool) {
+		if ids == nil {
+			yield(nil)
+			return
+		}
+		for len(ids) > 0 {
+			k := min(n, len(ids))
+			if !yield(ids[:k]) {
+				return
+			}
+			ids = ids[k:]
+		}
+	}
+}
+
+func joinIDs(ids []uint32) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(uint64(id), 10))
+	}
+	return b.String()
+}

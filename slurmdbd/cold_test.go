@@ -1,0 +1,87 @@
+package slurmdbd
+
+import (
+	"context"
+	"database/sql"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/gen"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+)
+
+// TestColdLoadTiers: a full load of six months at a 7-day half-life reads
+// hours, days and months (coldLoad) and lands, for every association and
+// TRES, within coarseTolerance of the exact sum over every hourly row
+// (bucket() row by row, the derivation the tiers replace). The users idle
+// for four months, whose usage is all in coarse periods, are read again
+// from hours; the others are not.
+func TestColdLoadTiers(t *testing.T) {
+	srv := mariadbtest.Start(t, "")
+	ctx := context.Background()
+	srv.Load("tiers", "../testdata/slurm-22.05/slurm_acct_db.sql.gz")
+	root, err := sql.Open("mysql", srv.DSN("root", "", "tiers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	var cluster string
+	if err := root.QueryRowContext(ctx, "SELECT name FROM cluster_table LIMIT 1").Scan(&cluster); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	st, err := gen.Fill(ctx, root, gen.Config{Cluster: cluster, Associations: 400, Depth: 4, Months: 6, End: end, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(ctx, srv.DSN("root", "", "tiers"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c, err := d.Cluster(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []fairshare.Passes{
+		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
+		{HalfLife: 7 * 86400, Period: 420, Phase: 100, ChargeJobEnd: true}, // passes out of step with hours
+		{HalfLife: 0, Period: 300, ChargeJobEnd: true},                      // no decay: coarse periods are exact
+	} {
+		r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
+		at := end.Add(20 * time.Minute)
+		if _, err := r.Refresh(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := c.Layout(ctx)
+		lastRan, _ := c.LastRan(ctx)
+		rows, err := c.Usage(ctx, l, nil, Hour, 0, r.watermark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
+		exact := map[Key]float64{}
+		for _, u := range rows {
+			exact[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+		}
+		worst := 0.0
+		for k, want := range exact {
+			got := r.frozen[k]
+			allowed := coarseTolerance*want + coarseFloor
+			if math.Abs(got-want) > allowed+1e-9*want {
+				t.Errorf("half-life %v, period %v: id_assoc %d: tiers %v, hour by hour %v", p.HalfLife, p.Period, k.Assoc, got, want)
+			}
+			worst = math.Max(worst, math.Abs(got-want)/allowed)
+		}
+		users := st.Associations * 9 / 10
+		t.Logf("half-life %vs, period %vs: %d keys, worst error %.2g of what is allowed, %d of about %d users read again from hours", p.HalfLife, p.Period, len(exact), worst, r.Refined, users)
+		if p.HalfLife > 0 && (r.Refined < users/20 || r.Refined > users/4) {
+			t.Errorf("%d associations read again from hours: want the idle tenth of %d users, not none or all", r.Refined, users)
+		}
+		if p.HalfLife == 0 && (r.Refined != 0 || worst > 1e-6) {
+			t.Errorf("no decay: %d read again, worst error %g: want 0 and exact", r.Refined, worst)
+		}
+	}
+}
