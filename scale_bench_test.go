@@ -102,11 +102,15 @@ func BenchmarkScale(b *testing.B) {
 	bin := exporterBinary(b)
 	t0 = time.Now()
 	s := startServeUntil(b, "/-/ready", bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "10s", "--log.level", "info")
-	ready := time.Since(t0)
+	var factors time.Duration
 	var m map[string]float64
 	for {
 		m, _ = s.scrape()
-		if m[upReported] == 1 && len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0 {
+		has := len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0
+		if has && factors == 0 {
+			factors = time.Since(t0)
+		}
+		if has && m[upReported] == 1 {
 			break
 		}
 		if time.Since(t0) > 5*time.Minute {
@@ -155,7 +159,7 @@ func BenchmarkScale(b *testing.B) {
 		st.Associations, st.HourRows, st.DayRows, st.MonthRows, st.Jobs, months)
 	fmt.Printf("| what | time | sshare ÷ it | target |\n|---|---|---|---|\n")
 	row("(a) `sshare -a -l -P` (median of 5)", sshareT, "")
-	row("(b) exporter cold start: start to /-/ready (database read, factors computed)", ready, "≤ 10 s at 100k, a year")
+	row("(b) exporter cold start: start to the first scrape with factors", factors, "≤ 10 s at 100k, a year")
 	row("(b) exporter cold start: start to the first scrape with factors and a report", cold, "")
 	row("(c) steady refresh: database (median of 6)", median(dbT), "")
 	row("(c) steady refresh: algorithms and drift", median(buildT), "")
@@ -167,7 +171,7 @@ func BenchmarkScale(b *testing.B) {
 	fmt.Printf("| (f) peak RSS | %s | | ≤ 512 MB at 100k |\n", procField(status, "VmHWM"))
 	fmt.Printf("| series per scrape | %d | | |\n| bytes per scrape | %d (%d gzip) | | |\n\n", seriesN, len(body), gz)
 	b.ReportMetric(sshareT.Seconds(), "sshare-s")
-	b.ReportMetric(ready.Seconds(), "ready-s")
+	b.ReportMetric(factors.Seconds(), "factors-s")
 	b.ReportMetric(steady.Seconds(), "steady-s")
 }
 

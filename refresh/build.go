@@ -51,6 +51,27 @@ type Report struct {
 	PrevRaw map[drift.Key]float64
 	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is).
 	DB *fairshare.Tree
+	// Memo, shared by every Report made of one reading (nil: none), keeps
+	// Build's comparison with it: the report and the database's tree at
+	// its moment change only with the next reading, while Build runs after
+	// every refresh. At 11k associations the comparison was 25 of Build's
+	// 30 ms.
+	Memo *ReportMemo
+}
+
+// ReportMemo holds the comparison of one report with what it was made for.
+type ReportMemo struct {
+	key memoKey
+	rc  *reportComparison
+}
+
+type memoKey struct {
+	algorithm fairshare.Algorithm
+	dampening float64
+	tolerance Tolerance
+	tieOrder  bool
+	db        *fairshare.Tree
+	lagged    bool
 }
 
 // Inputs are everything Build needs for one cluster; slices are indexed
@@ -120,7 +141,7 @@ func Build(in *Inputs) (collector.Cluster, error) {
 	if in.Report == nil {
 		return cl, nil
 	}
-	rc, err := compareReport(in)
+	rc, err := memoCompare(in)
 	if err != nil {
 		return cl, fmt.Errorf("cluster %s: report of %s: %w", in.Name, in.Report.At.Format(time.RFC3339), err)
 	}
@@ -139,6 +160,24 @@ type reportComparison struct {
 	drift   []collector.Drift
 	applied fairshare.Algorithm
 	byKey   map[drift.Key]*sshare.Row
+}
+
+// memoCompare is compareReport, computed once per report and inputs.
+func memoCompare(in *Inputs) (*reportComparison, error) {
+	db := in.Report.DB
+	if db == nil {
+		db = in.Tree
+	}
+	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, in.TieOrderKnown, db, in.Report.PrevRaw != nil}
+	m := in.Report.Memo
+	if m != nil && m.rc != nil && m.key == key {
+		return m.rc, nil
+	}
+	rc, err := compareReport(in)
+	if err == nil && m != nil {
+		m.key, m.rc = key, rc
+	}
+	return rc, err
 }
 
 func compareReport(in *Inputs) (*reportComparison, error) {

@@ -226,3 +226,33 @@ func TestNotYetComputed(t *testing.T) {
 		}
 	}
 }
+
+// TestReportMemo: Build compares a report once while nothing it depends on
+// changes, and again when something does (here the usage tolerance).
+func TestReportMemo(t *testing.T) {
+	tree := fairshare.Synthetic(300, 4, 3)
+	reported := fairshare.Synthetic(300, 4, 4) // other usage: usage drift
+	in := inputs(tree, fairshare.AlgorithmFairTree)
+	memo := &ReportMemo{}
+	in.Report = &Report{Out: SshareOf(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
+	first, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := memo.rc
+	again, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if memo.rc != rc || rc == nil || !slices.Equal(first.Drift, again.Drift) {
+		t.Fatalf("second Build compared again (%p, %p) or differs: %v, %v", rc, memo.rc, first.Drift, again.Drift)
+	}
+	in.Tolerance.Usage = 1e9
+	loose, err := Build(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if memo.rc == rc || slices.Equal(first.Drift, loose.Drift) {
+		t.Errorf("a new tolerance did not compare again: %v", loose.Drift)
+	}
+}

@@ -99,6 +99,7 @@ type reportState struct {
 	raw     map[drift.Key]float64
 	prevRaw map[drift.Key]float64
 	prevAt  time.Time
+	memo    *ReportMemo
 }
 
 // Ready reports whether a database refresh has succeeded.
@@ -217,7 +218,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		}
 	}
 	raw := rawByKey(r.out)
-	rs := &reportState{out: r.out, at: r.at, raw: raw}
+	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}}
 	if p := e.report; p != nil {
 		// the last report whose usage differs came before slurmctld's
 		// last decay pass: usage changes only at passes
@@ -257,7 +258,7 @@ func (e *Exporter) freshReport() *Report {
 	if r == nil || e.now().Sub(r.at) > e.StaleAfter {
 		return nil
 	}
-	rep := &Report{Out: r.out, At: r.at}
+	rep := &Report{Out: r.out, At: r.at, Memo: r.memo}
 	if r.prevRaw != nil && r.at.Sub(r.prevAt) <= 3*e.Conf.PriorityCalcPeriod {
 		rep.PrevRaw = r.prevRaw
 	}

@@ -3,9 +3,12 @@ package slurmdbd
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -46,36 +49,54 @@ type coldSum struct {
 	sum   float64
 }
 
-// sums reads coldSums of period p over [from, to) (ids: only those). With
-// QOS UsageFactor to apply (24.11+ per-QOS tables) the rows are read and
-// weighed here; otherwise the server sums them.
-func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, now float64, from, to int64, ids []uint32) ([]coldSum, error) {
-	if to <= from {
+// keys are what a cold load sums by primary key (id, id_tres,
+// time_start): every association id of the cluster and every TRES of
+// tres_table but energy. 22.05's time_start index makes the server fetch
+// each row at random; by key prefix it reads them in order, twice as
+// fast, and 24.11+ has no time_start index at all.
+type keys struct {
+	ids  []uint32
+	tres []uint32
+}
+
+// coldWorkers is how many queries a cold load runs at once: the server
+// sums on one core each.
+const coldWorkers = 2
+
+// sums reads coldSums of period p over [from, to) for the ids and TRES of
+// k. Rows of another TRES or association, and rows whose alloc_secs no
+// association could reach (maxUnits), are left out: bad rows, which the
+// steady refresh names while they are recent. With QOS UsageFactor
+// to apply (24.11+ per-QOS tables) the rows are read and weighed here;
+// otherwise the server sums them.
+func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, now float64, from, to int64, k keys) ([]coldSum, error) {
+	if to <= from || len(k.ids) == 0 || len(k.tres) == 0 {
 		return nil, nil
 	}
 	lnD := math.Log(r.Passes.D())
 	period, phase := r.passGrid()
+	most := periodSeconds[p] * maxUnits
 	if l.QOSUsage && anyFactor(qos) {
 		rows, err := r.Cluster.Usage(ctx, l, qos, p, from, to)
 		if err != nil {
 			return nil, err
 		}
-		keep := idSet(ids)
+		keep := idSet(k.ids)
 		idx := map[coldSum]int{}
 		var out []coldSum
 		for _, u := range rows {
-			if keep != nil && !keep[u.Assoc] {
+			if !keep[u.Assoc] || u.AllocSecs > most {
 				continue
 			}
-			k := coldSum{Key: Key{u.Assoc, u.TRES}}
+			key := coldSum{Key: Key{u.Assoc, u.TRES}}
 			if p == Hour {
-				k.phase = mod(u.Start-phase, period)
+				key.phase = mod(u.Start-phase, period)
 			}
-			i, ok := idx[k]
+			i, ok := idx[key]
 			if !ok {
 				i = len(out)
-				idx[k] = i
-				out = append(out, k)
+				idx[key] = i
+				out = append(out, key)
 			}
 			out[i].sum += u.AllocSecs * math.Exp(lnD*(now-float64(u.Start)))
 		}
@@ -86,29 +107,48 @@ func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Pe
 	if p == Hour {
 		phaseCol = "MOD(CAST(time_start AS SIGNED) - " + strconv.FormatInt(phase, 10) + ", " + strconv.FormatInt(period, 10) + ")"
 	}
-	q := "SELECT id, id_tres, " + phaseCol + " AS ph, SUM(alloc_secs * EXP(? * (? - CAST(time_start AS SIGNED)))) FROM " + table +
-		" WHERE id_tres <> ? AND deleted = 0 AND time_start >= ? AND time_start < ?"
-	var out []coldSum
-	for chunk := range chunks(ids, 1000) {
-		qq := q
-		if chunk != nil {
-			qq += " AND id IN (" + joinIDs(chunk) + ")"
-		}
-		qq += " GROUP BY id, id_tres, ph"
-		err := r.Cluster.db.query(ctx, "summing "+table, qq, func(rows *sql.Rows) error {
-			var s coldSum
-			if err := rows.Scan(&s.Assoc, &s.TRES, &s.phase, &s.sum); err != nil {
-				return err
-			}
-			s.phase = mod(s.phase, period)
-			out = append(out, s)
-			return nil
-		}, lnD, now, TRESEnergy, from, to)
-		if err != nil {
-			return nil, err
-		}
+	sel := "SELECT id, id_tres, " + phaseCol + " AS ph, SUM(alloc_secs * EXP(? * (? - CAST(time_start AS SIGNED)))) FROM " + table
+	where := " deleted = 0 AND time_start >= ? AND time_start < ? AND alloc_secs <= ? GROUP BY id, id_tres, ph"
+	var queries []string
+	// below 1000 values: MariaDB turns longer IN lists into a temporary
+	// table and scans
+	for chunk := range slices.Chunk(k.ids, 999) {
+		queries = append(queries, sel+" WHERE id IN ("+joinIDs(chunk)+") AND id_tres IN ("+joinIDs(k.tres)+") AND"+where)
 	}
-	return out, nil
+	var (
+		mu   sync.Mutex
+		out  []coldSum
+		errs = make([]error, len(queries))
+		next = make(chan int)
+		wg   sync.WaitGroup
+	)
+	for range coldWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				var part []coldSum
+				errs[i] = r.Cluster.db.query(ctx, "summing "+table, queries[i], func(rows *sql.Rows) error {
+					var s coldSum
+					if err := rows.Scan(&s.Assoc, &s.TRES, &s.phase, &s.sum); err != nil {
+						return err
+					}
+					s.phase = mod(s.phase, period)
+					part = append(part, s)
+					return nil
+				}, lnD, now, from, to, uint64(most))
+				mu.Lock()
+				out = append(out, part...)
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range queries {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // passGrid is the pass period and phase in whole seconds.
@@ -182,6 +222,23 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		return min(max(lo, since), hi), nil
 	}
 
+	names, err := c.db.TRESNames(ctx)
+	if err != nil {
+		return err
+	}
+	all := keys{}
+	for id := range names {
+		if id != TRESEnergy {
+			all.tres = append(all.tres, id)
+		}
+	}
+	slices.Sort(all.tres)
+	for _, a := range in.Rows {
+		all.ids = append(all.ids, a.ID)
+	}
+	slices.Sort(all.ids)
+	all.ids = slices.Compact(all.ids)
+
 	// hours: exact
 	weights := map[int64]float64{}
 	weigh := func(s coldSum) float64 {
@@ -196,7 +253,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 	if err != nil {
 		return err
 	}
-	hours, err := r.sums(ctx, l, qos, Hour, now, lo, to, nil)
+	hours, err := r.sums(ctx, l, qos, Hour, now, lo, to, all)
 	if err != nil {
 		return err
 	}
@@ -229,7 +286,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		}
 		a, b := r.spread(t.nominal, t.longest)
 		for _, part := range [][2]int64{{lo, cut}, {cut, t.hi}} {
-			sums, err := r.sums(ctx, l, qos, t.p, now, part[0], part[1], nil)
+			sums, err := r.sums(ctx, l, qos, t.p, now, part[0], part[1], all)
 			if err != nil {
 				return err
 			}
@@ -262,7 +319,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		if len(refine) == 0 {
 			break
 		}
-		sums, err := r.sums(ctx, l, qos, Hour, now, rg[0], rg[1], refine)
+		sums, err := r.sums(ctx, l, qos, Hour, now, rg[0], rg[1], keys{ids: refine, tres: all.tres})
 		if err != nil {
 			return err
 		}
@@ -291,24 +348,6 @@ func idSet(ids []uint32) map[uint32]bool {
 		m[id] = true
 	}
 	return m
-}
-
-// chunks yields ids in pieces of n, or one nil (no filter) when ids is
-// nil.
-func chunks(ids []uint32, n int) func(func([]uint32) bool) {
-	return func(yield func([]uint32) bool) {
-		if ids == nil {
-			yield(nil)
-			return
-		}
-		for len(ids) > 0 {
-			k := min(n, len(ids))
-			if !yield(ids[:k]) {
-				return
-			}
-			ids = ids[k:]
-		}
-	}
 }
 
 func joinIDs(ids []uint32) string {

@@ -48,7 +48,7 @@ func TestColdLoadTiers(t *testing.T) {
 	for _, p := range []fairshare.Passes{
 		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
 		{HalfLife: 7 * 86400, Period: 420, Phase: 100, ChargeJobEnd: true}, // passes out of step with hours
-		{HalfLife: 0, Period: 300, ChargeJobEnd: true},                      // no decay: coarse periods are exact
+		{HalfLife: 0, Period: 300, ChargeJobEnd: true},                     // no decay: coarse periods are exact
 	} {
 		r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
 		at := end.Add(20 * time.Minute)

@@ -20,6 +20,10 @@ type Layout struct {
 	IDAlt bool
 	// QOSUsage: <cluster>_qos_usage_{hour,day,month}_table, 24.11+.
 	QOSUsage bool
+	// HourTimeIndex: an index of the hour table starts with time_start
+	// (22.05); HourModIndex: one starts with mod_time (archive_purge,
+	// 24.11+, which have no time_start index).
+	HourTimeIndex, HourModIndex bool
 }
 
 // required columns per table suffix ("" for global tables).
@@ -31,6 +35,9 @@ var required = map[string][]string{
 }
 
 const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?)"
+
+// sqlIndexes lists the first column of each index of a table.
+const sqlIndexes = "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND seq_in_index = 1"
 
 // Layout detects the cluster's schema and fails, naming the column, when
 // one the exporter needs is missing.
@@ -63,8 +70,23 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 			}
 		}
 	}
+	l := Layout{}
+	hour := c.Name + "_assoc_usage_hour_table"
+	err = c.db.query(ctx, "reading information_schema.statistics", sqlIndexes, func(r *sql.Rows) error {
+		var col string
+		if err := r.Scan(&col); err != nil {
+			return err
+		}
+		l.HourTimeIndex = l.HourTimeIndex || strings.EqualFold(col, "time_start")
+		l.HourModIndex = l.HourModIndex || strings.EqualFold(col, "mod_time")
+		return nil
+	}, hour)
+	if err != nil {
+		return Layout{}, err
+	}
 	a := cols["assoc_table"]
 	return Layout{
+		HourTimeIndex: l.HourTimeIndex, HourModIndex: l.HourModIndex,
 		LftRgt:    a["lft"] && a["rgt"],
 		IDParent:  a["id_parent"],
 		Lineage:   a["lineage"],

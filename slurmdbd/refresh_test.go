@@ -50,7 +50,9 @@ func TestRefresherMatchesFullLoad(t *testing.T) {
 		var vals []string
 		for k := 0; k < hours; k++ {
 			for _, id := range []int{10, 11} {
-				vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,0,5,%d,%d)", base, base, id, base+k*3600, 1000*(k+1)*id))
+				// written when slurmdbd rolls the hour up, after it
+				rolled := base + (k+1)*3600
+				vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,0,5,%d,%d)", rolled, rolled, id, base+k*3600, 1000*(k+1)*id))
 			}
 		}
 		srv.MustSQL(fmt.Sprintf("USE %s; INSERT IGNORE INTO v2411_assoc_usage_hour_table VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",

@@ -88,7 +88,13 @@ const (
 // <cluster>_qos_usage_<period>_table and some QOS has a factor other than
 // 1, rows with a per-QOS split there are weighted by it.
 func (c Cluster) Usage(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, from, to int64) ([]UsageRow, error) {
-	rows, err := c.usage(ctx, "assoc_usage_"+string(p)+"_table", "0", from, to)
+	extra := ""
+	if p == Hour && !l.HourTimeIndex && l.HourModIndex {
+		// 24.11+ index hours only by mod_time, which slurmdbd sets when it
+		// rolls an hour up, after the hour: the same rows, found by index
+		extra = " AND mod_time >= " + strconv.FormatInt(from, 10)
+	}
+	rows, err := c.usage(ctx, "assoc_usage_"+string(p)+"_table", "0", from, to, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +105,7 @@ func (c Cluster) Usage(ctx context.Context, l Layout, qos map[uint32]QOS, p Peri
 	if !l.QOSUsage || !anyFactor(qos) {
 		return out, nil
 	}
-	split, err := c.usage(ctx, "qos_usage_"+string(p)+"_table", "id_alt", from, to)
+	split, err := c.usage(ctx, "qos_usage_"+string(p)+"_table", "id_alt", from, to, "")
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +143,10 @@ type qosRow struct {
 	qos uint32
 }
 
-func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int64) ([]qosRow, error) {
+func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int64, extra string) ([]qosRow, error) {
 	table := c.table(suffix)
 	q := "SELECT id, " + qosCol + ", id_tres, time_start, alloc_secs FROM " + table +
-		" WHERE id_tres <> ? AND deleted = 0 AND time_start >= ? AND time_start < ?"
+		" WHERE id_tres <> ? AND deleted = 0 AND time_start >= ? AND time_start < ?" + extra
 	var out []qosRow
 	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
 		var u qosRow
