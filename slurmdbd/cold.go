@@ -261,31 +261,49 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		r.frozen[s.Key] += weigh(s)
 	}
 
-	// Days and months: spread evenly, with a bound. Rows that start at or
-	// after hourCut (aligned to their period) lie where the hour table
-	// still has data: those can be read again from hours.
+	// Days and months: spread evenly, with a bound. A month that the day
+	// table covers, or a day or month that the hour table covers, can be
+	// read again from the finer table.
+	spread := map[Period][2]float64{}
+	for p, nominal := range map[Period]float64{Day: 86400, Month: 30.44 * 86400} {
+		a, b := r.spread(nominal, periodSeconds[p])
+		spread[p] = [2]float64{a, b}
+	}
 	type coarse struct{ fixed, refinable, bound float64 }
 	acc := map[Key]*coarse{}
-	var again [][2]int64 // hour ranges that refinable rows cover
+	type finer struct {
+		p      Period
+		lo, hi int64
+	}
+	var again []finer
+	alignUp := func(t int64, month bool) int64 {
+		if s := startOf(t, loc, month); s != t {
+			next := time.Unix(s, 0).In(loc).AddDate(0, 0, 1)
+			if month {
+				next = time.Unix(s, 0).In(loc).AddDate(0, 1, 0)
+			}
+			return next.Unix()
+		}
+		return t
+	}
 	for _, t := range []struct {
-		p                Period
-		lo, hi           int64
-		nominal, longest float64
-	}{{Month, from, dayFrom, 30.44 * 86400, periodSeconds[Month]}, {Day, dayFrom, hourFrom, 86400, periodSeconds[Day]}} {
+		p      Period
+		lo, hi int64
+	}{{Month, from, dayFrom}, {Day, dayFrom, hourFrom}} {
 		lo, err := straddle(t.p, t.lo, t.hi)
 		if err != nil {
 			return err
 		}
-		cut := max(lo, hourCut)
-		if cut > lo && t.p == Month && startOf(cut, loc, true) != cut {
-			cut = time.Unix(startOf(cut, loc, true), 0).In(loc).AddDate(0, 1, 0).Unix()
+		// [lo, viaDays): no finer data; [viaDays, viaHours): days;
+		// [viaHours, hi): hours
+		viaHours := min(max(lo, alignUp(hourCut, t.p == Month)), t.hi)
+		viaDays := viaHours
+		if t.p == Month {
+			viaDays = min(max(lo, alignUp(dayCut, true)), viaHours)
+			again = append(again, finer{Day, viaDays, viaHours})
 		}
-		cut = min(cut, t.hi)
-		if cut < t.hi {
-			again = append(again, [2]int64{cut, t.hi})
-		}
-		a, b := r.spread(t.nominal, t.longest)
-		for _, part := range [][2]int64{{lo, cut}, {cut, t.hi}} {
+		again = append(again, finer{Hour, viaHours, t.hi})
+		for _, part := range [][2]int64{{lo, viaDays}, {viaDays, t.hi}} {
 			sums, err := r.sums(ctx, l, qos, t.p, now, part[0], part[1], all)
 			if err != nil {
 				return err
@@ -296,12 +314,12 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 					e = &coarse{}
 					acc[s.Key] = e
 				}
-				if part[0] == cut {
-					e.refinable += s.sum * a
+				if part[0] == viaDays {
+					e.refinable += s.sum * spread[t.p][0]
 				} else {
-					e.fixed += s.sum * a
+					e.fixed += s.sum * spread[t.p][0]
 				}
-				e.bound += s.sum * b
+				e.bound += s.sum * spread[t.p][1]
 			}
 		}
 	}
@@ -315,16 +333,20 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		}
 	}
 	r.Refined = len(refine)
-	for _, rg := range again {
-		if len(refine) == 0 {
-			break
+	for _, f := range again {
+		if len(refine) == 0 || f.lo >= f.hi {
+			continue
 		}
-		sums, err := r.sums(ctx, l, qos, Hour, now, rg[0], rg[1], keys{ids: refine, tres: all.tres})
+		sums, err := r.sums(ctx, l, qos, f.p, now, f.lo, f.hi, keys{ids: refine, tres: all.tres})
 		if err != nil {
 			return err
 		}
 		for _, s := range sums {
-			r.frozen[s.Key] += weigh(s)
+			if f.p == Hour {
+				r.frozen[s.Key] += weigh(s)
+			} else {
+				r.frozen[s.Key] += s.sum * spread[f.p][0]
+			}
 		}
 	}
 	for k, e := range acc {

@@ -84,4 +84,40 @@ func TestColdLoadTiers(t *testing.T) {
 			t.Errorf("no decay: %d read again, worst error %g: want 0 and exact", r.Refined, worst)
 		}
 	}
+
+	// PurgeUsageAfter=60days: hours older than that are gone, days stand
+	// in for them (rows spread evenly over each day either way).
+	purged := startOf(end.AddDate(0, 0, -60).Unix(), time.UTC, false)
+	if _, err := root.ExecContext(ctx, "DELETE FROM `"+cluster+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
+		t.Fatal(err)
+	}
+	p := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true}
+	r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
+	at := end.Add(20 * time.Minute)
+	if _, err := r.Refresh(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := c.Layout(ctx)
+	lastRan, _ := c.LastRan(ctx)
+	in := UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
+	want := map[Key]float64{}
+	hours, err := c.Usage(ctx, l, nil, Hour, purged, r.watermark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	days, err := c.Usage(ctx, l, nil, Day, 0, purged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range hours {
+		want[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+	}
+	for _, u := range days {
+		want[Key{u.Assoc, u.TRES}] += in.bucket(u, Day)
+	}
+	for k, w := range want {
+		if got := r.frozen[k]; math.Abs(got-w) > coarseTolerance*w+coarseFloor {
+			t.Errorf("hours purged before %v: id_assoc %d: %v, days then hours %v", time.Unix(purged, 0).UTC(), k.Assoc, got, w)
+		}
+	}
 }

@@ -182,7 +182,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	if full {
 		r.frozen, r.frozenUncharged, r.watermark = map[Key]float64{}, map[uint32]float64{}, from
 		if lastRan.OK {
-			hourCut, dayCut, err := r.cuts(ctx, from, loc)
+			hourCut, dayCut, err := r.cuts(ctx, l, from, loc)
 			if err != nil {
 				return nil, err
 			}
@@ -255,17 +255,20 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 // PurgeUsageAfter: the start of the day of the oldest hour and of the month
 // of the oldest day (from when they hold everything since from). Hours a
 // purge left missing at the start of that day are lost.
-func (r *Refresher) cuts(ctx context.Context, from int64, loc *time.Location) (hourCut, dayCut int64, err error) {
+func (r *Refresher) cuts(ctx context.Context, l Layout, from int64, loc *time.Location) (hourCut, dayCut int64, err error) {
 	c := r.Cluster
 	hourCut, dayCut = from, from
-	if oldest, ok, err := c.Oldest(ctx, Hour); err != nil {
+	if oldest, ok, err := c.Oldest(ctx, l, Hour); err != nil {
 		return 0, 0, err
 	} else if ok && oldest > from {
 		hourCut = max(from, startOf(oldest, loc, false))
 	}
-	if oldest, ok, err := c.Oldest(ctx, Day); err != nil {
+	if hourCut == from {
+		return hourCut, dayCut, nil // days matter only where hours are gone
+	}
+	if oldest, ok, err := c.Oldest(ctx, l, Day); err != nil {
 		return 0, 0, err
-	} else if ok && oldest > from && hourCut > from {
+	} else if ok && oldest > from {
 		dayCut = max(from, startOf(oldest, loc, true))
 	}
 	return hourCut, dayCut, nil

@@ -160,11 +160,18 @@ func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int6
 }
 
 // Oldest is the earliest time_start of a rollup table (ok false if empty):
-// PurgeUsageAfter may have removed the oldest hours.
-func (c Cluster) Oldest(ctx context.Context, p Period) (start int64, ok bool, err error) {
+// PurgeUsageAfter may have removed the oldest hours. It must not scan the
+// table: 22.05's hours are indexed by time_start; 24.11+ index them only
+// by mod_time, which slurmdbd sets when it rolls an hour up, an hour
+// after its start (a later re-roll only makes it younger).
+func (c Cluster) Oldest(ctx context.Context, l Layout, p Period) (start int64, ok bool, err error) {
 	table := c.table("assoc_usage_" + string(p) + "_table")
+	q := "SELECT MIN(time_start) FROM " + table
+	if p == Hour && !l.HourTimeIndex && l.HourModIndex {
+		q = "SELECT CAST(MIN(mod_time) AS SIGNED) - 3600 FROM " + table
+	}
 	var v sql.NullInt64
-	err = c.db.query(ctx, "reading "+table, "SELECT MIN(time_start) FROM "+table+" WHERE deleted = 0", func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
 		return r.Scan(&v)
 	})
 	return v.Int64, v.Valid, err
