@@ -127,7 +127,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if s == nil {
 		return
 	}
-	collectStatic(s, c.Extended, toChan(ch))
+	collectAssociations(s, c.Extended, toChan(ch))
+	collectStatic(s, toChan(ch))
 	collectLive(s, c.now(), toChan(ch))
 }
 
@@ -160,10 +161,19 @@ func validUTF8(labels []string) []string {
 }
 
 // collectStatic sends what depends on the snapshot only.
-func collectStatic(s *Snapshot, extended bool, out sink) {
+// collectAssociations sends the per-association series: nearly all of
+// them, and unchanged between decay passes.
+func collectAssociations(s *Snapshot, extended bool, out sink) {
+	for i := range s.Clusters {
+		collectClusterAssocs(&s.Clusters[i], extended, out.gauges())
+	}
+}
+
+// collectStatic sends the rest of what depends on the snapshot only.
+func collectStatic(s *Snapshot, out sink) {
 	gauge := out.gauges()
 	for i := range s.Clusters {
-		collectCluster(&s.Clusters[i], extended, gauge)
+		collectCluster(&s.Clusters[i], gauge)
 	}
 	for name, src := range s.Sources {
 		gauge(descUp, b2f(src.Up), name)
@@ -199,14 +209,14 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// collectCluster sends a cluster's series. By default an association gets
-// at most eight: shares, usage, and what the configured algorithm makes of
+// collectClusterAssocs sends a cluster's association series. By default
+// an association gets at most eight: shares, usage, and what the configured algorithm makes of
 // them (normalized shares, factor, and classic's effective usage or Fair
 // Tree's level_fs and rank), and Slurm's reported factor and usage: some
 // 800k series at 100k associations. extended adds per-TRES usage,
 // normalized usage, uncharged usage, the other algorithm's values and the
 // what-if factors (ticket_based, maui): 17 and more per association.
-func collectCluster(cl *Cluster, extended bool, gauge gaugeFunc) {
+func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
 	fairTree := cl.Algorithm == fairshare.AlgorithmFairTree
 	for i := range cl.Assocs {
 		a := &cl.Assocs[i]
@@ -250,6 +260,10 @@ func collectCluster(cl *Cluster, extended bool, gauge gaugeFunc) {
 		set(descFactor, a.Maui, "maui")
 		set(descUncharged, a.Uncharged)
 	}
+}
+
+// collectCluster sends a cluster's own series: drift, settings, times.
+func collectCluster(cl *Cluster, gauge gaugeFunc) {
 	for _, d := range cl.Drift {
 		gauge(descDriftMax, d.Max, cl.Name, d.Kind, d.Value)
 		gauge(descBeyond, float64(d.Beyond), cl.Name, d.Kind, d.Value)

@@ -12,29 +12,48 @@ import (
 	"github.com/prometheus/common/expfmt"
 )
 
-// encoded is a snapshot's exposition, rendered once when it is published:
-// a 10k-association cluster is some 200k series, too many to render within
-// a scrape's time budget, and they only change with the snapshot.
+// encoded is a snapshot's exposition, rendered when it is published and
+// kept gzipped only (scrapers ask for gzip; at 100k associations the text
+// is some 100 MB): a 10k-association cluster is some 100k series, too many
+// to render within a scrape's time budget, and they only change with the
+// snapshot. The association series, nearly all of them, change only at
+// slurmctld's decay passes: digest tells when they are the same as the
+// last snapshot's, whose rendering is then kept.
 type encoded struct {
-	text, gz []byte
+	digest        uint64
+	assocs, other []byte // gzip members
 }
 
 // Publish makes s what scrapes serve and renders its exposition. s must
 // not change afterwards.
 func (c *Collector) Publish(s *Snapshot) error {
-	var w textWriter
-	collectStatic(s, c.Extended, w.add)
-	text := w.render()
-	var gz bytes.Buffer
-	gz.Grow(len(text) / 8)
-	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed)
-	zw.Write(text)
-	if err := zw.Close(); err != nil {
-		return err
+	digest := assocDigest(s, c.Extended)
+	prev := c.enc.Load()
+	e := &encoded{digest: digest}
+	if prev != nil && prev.digest == digest {
+		e.assocs = prev.assocs
+	} else {
+		var w textWriter
+		collectAssociations(s, c.Extended, w.add)
+		e.assocs = gzipped(w.render())
 	}
+	var w textWriter
+	collectStatic(s, w.add)
+	e.other = gzipped(w.render())
 	c.snap.Store(s)
-	c.enc.Store(&encoded{text: text, gz: gz.Bytes()})
+	c.enc.Store(e)
 	return nil
+}
+
+func gzipped(text []byte) []byte {
+	var gz bytes.Buffer
+	gz.Grow(len(text)/8 + 64)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&gz)
+	zw.Write(text)
+	zw.Close()
+	gzipWriters.Put(zw)
+	return gz.Bytes()
 }
 
 // Live is the half of the metrics that changes with the time of the
@@ -75,14 +94,18 @@ func (c *Collector) Handler(g prometheus.Gatherer) http.Handler {
 		h := w.Header()
 		h.Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 		if !acceptsGzip(r) {
-			w.Write(e.text)
+			if len(e.assocs)+len(e.other) > 0 {
+				zr, err := gzip.NewReader(io.MultiReader(bytes.NewReader(e.assocs), bytes.NewReader(e.other)))
+				if err == nil {
+					io.Copy(w, zr)
+				}
+			}
 			w.Write(liveText.Bytes())
 			return
 		}
 		h.Set("Content-Encoding", "gzip")
-		if len(e.gz) > 0 {
-			w.Write(e.gz)
-		}
+		w.Write(e.assocs)
+		w.Write(e.other)
 		zw := gzipWriters.Get().(*gzip.Writer)
 		zw.Reset(w)
 		zw.Write(liveText.Bytes())

@@ -76,4 +76,24 @@ func TestRefresherMatchesFullLoad(t *testing.T) {
 		" VALUES (1, 1, 500, '', 'newacct', 'root', 1, '/newacct/', 5)", db))
 	check(time.Unix(base+10*3600+1500, 0), true)
 	check(time.Unix(base+10*3600+1800, 0), false)
+
+	// The association table is read again only when it changed (slurmdbd
+	// sets mod_time): a shares edit is seen at the next refresh.
+	reads := r.AssocReads
+	check(time.Unix(base+10*3600+2100, 0), false)
+	if r.AssocReads != reads {
+		t.Errorf("unchanged association table read again")
+	}
+	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_table SET shares = 77, mod_time = UNIX_TIMESTAMP() - 10 WHERE id_assoc = 500", db))
+	got, err := r.Refresh(ctx, time.Unix(base+10*3600+2400, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shares := map[string]uint32{}
+	for _, a := range got.Tree.Assocs {
+		shares[a.Account+"/"+a.User] = a.Shares
+	}
+	if r.AssocReads != reads+1 || shares["newacct/"] != 77 {
+		t.Errorf("after a shares edit: %d reads (want %d), shares %d (want 77)", r.AssocReads, reads+1, shares["newacct/"])
+	}
 }

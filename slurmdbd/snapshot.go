@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -87,11 +88,62 @@ type Refresher struct {
 	frozenAt        float64 // the pass the frozen sums are decayed to
 	watermark       int64   // rows with time_start below it are frozen
 	lastRollup      int64
+	// assocs are the association rows and tree of the last refresh, kept
+	// while the table is unchanged.
+	assocs struct {
+		version     assocVersion
+		layout      Layout
+		boot        time.Time
+		passes      fairshare.Passes
+		since       time.Time
+		rows        []Assoc
+		tree        *Tree
+		fingerprint uint64
+		fresh       bool // this refresh reuses them
+	}
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
+	// AssocReads counts refreshes that read the association table.
+	AssocReads int
 	// Refined counts the associations the last full load read again from
 	// hours (coldLoad).
 	Refined int
+}
+
+// associations reads the association rows and builds the tree, or gives
+// those of the last refresh when the table has not changed since: at 100k
+// associations reading, ordering and linking them is most of a steady
+// refresh. The tree is a copy each time (callers fill in usage).
+func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree, error) {
+	c := r.Cluster
+	v, err := c.assocVersion(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	k := &r.assocs
+	if k.tree != nil && v.stable && v == k.version && l == k.layout && r.Boot.Equal(k.boot) && r.Passes == k.passes && r.Since.Equal(k.since) {
+		k.fresh = true
+		t := *k.tree
+		t.Assocs = slices.Clone(t.Assocs)
+		return k.rows, &t, nil
+	}
+	rows, err := c.Associations(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !r.Boot.IsZero() {
+		OrderAsSlurmctld(rows, r.Boot)
+	}
+	tree, err := BuildTree(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.AssocReads++
+	k.version, k.layout, k.boot, k.passes, k.since, k.rows, k.fresh = v, l, r.Boot, r.Passes, r.Since, rows, false
+	t := *tree
+	t.Assocs = slices.Clone(t.Assocs)
+	k.tree = &t
+	return rows, tree, nil
 }
 
 // Seed gives r, before its first refresh, the frozen sums of o (a
@@ -114,14 +166,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.Associations(ctx, l)
-	if err != nil {
-		return nil, err
-	}
-	if !r.Boot.IsZero() {
-		OrderAsSlurmctld(rows, r.Boot)
-	}
-	tree, err := BuildTree(rows)
+	rows, tree, err := r.associations(ctx, l)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +203,11 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	from = max(0, from-3600)
 	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
 
-	fp := fingerprint(l, rows, r.Passes, r.Since)
+	fp := r.assocs.fingerprint
+	if !r.assocs.fresh {
+		fp = fingerprint(l, rows, r.Passes, r.Since)
+		r.assocs.fingerprint = fp
+	}
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
 	var problems []error
 	freezeTails := func(from, to int64) error {

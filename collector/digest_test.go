@@ -1,0 +1,47 @@
+package collector
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+// TestPublishKeepsUnchangedAssociations: a snapshot whose association
+// values are those of the last one (the refreshes between two decay
+// passes) keeps the last rendering; any value that differs, NaN and a
+// TRES included, renders again.
+func TestPublishKeepsUnchangedAssociations(t *testing.T) {
+	snap := func(mutate func(*Association)) *Snapshot {
+		a := Association{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10, TRESUsage: map[string]float64{"cpu": 1, "mem": 2},
+			Classic: fairshare.Values{NormShares: 1, FairShare: 0.5, NormUsage: math.NaN()}, TicketBased: math.NaN(), Maui: math.NaN(),
+			ReportedFactor: math.NaN(), ReportedUsage: math.NaN(), Uncharged: math.NaN()}
+		if mutate != nil {
+			mutate(&a)
+		}
+		return &Snapshot{Published: time.Now(), Clusters: []Cluster{{Name: "c", Algorithm: fairshare.AlgorithmClassic, Assocs: []Association{a}, Computed: time.Now()}}}
+	}
+	c := New()
+	c.Extended = true
+	c.Publish(snap(nil))
+	first := c.enc.Load()
+	c.Publish(snap(nil))
+	if again := c.enc.Load(); &again.assocs[0] != &first.assocs[0] {
+		t.Errorf("unchanged associations rendered again")
+	}
+	for name, m := range map[string]func(*Association){
+		"usage":         func(a *Association) { a.RawUsage = 11 },
+		"NaN to number": func(a *Association) { a.ReportedFactor = 0.3 },
+		"TRES":          func(a *Association) { a.TRESUsage = map[string]float64{"cpu": 1, "mem": 3} },
+		"rank":          func(a *Association) { a.FairTree.Rank = 2 },
+		"parent":        func(a *Association) { a.Parent = "b" },
+	} {
+		c.Publish(snap(nil))
+		before := c.enc.Load()
+		c.Publish(snap(m))
+		if after := c.enc.Load(); &after.assocs[0] == &before.assocs[0] {
+			t.Errorf("%s changed: the last rendering was kept", name)
+		}
+	}
+}
