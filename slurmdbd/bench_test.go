@@ -2,7 +2,6 @@ package slurmdbd
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -18,33 +17,10 @@ import (
 // of hourly rollups (about one user in ten active each hour), 7-day
 // half-life.
 func BenchmarkLoad(b *testing.B) {
-	srv := mariadbtest.Start(b, "")
 	ctx := context.Background()
-	srv.Load("bench", "../testdata/slurm-22.05/slurm_acct_db.sql.gz")
-	root, err := sql.Open("mysql", srv.DSN("root", "", "bench"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer root.Close()
-	var cluster string
-	if err := root.QueryRowContext(ctx, "SELECT name FROM cluster_table LIMIT 1").Scan(&cluster); err != nil {
-		b.Fatal(err)
-	}
-	end := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-	st, err := gen.Fill(ctx, root, gen.Config{Cluster: cluster, Associations: 10000, Depth: 5, Months: 1, End: end, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
+	g := generate(b, mariadbtest.Start(b, ""), "slurm-22.05", gen.Config{Associations: 10000, Depth: 5, Months: 1, Seed: 1})
+	c, st, end := g.c, g.stats, genEnd
 	b.Logf("generated %+v", st)
-	d, err := Open(ctx, srv.DSN("root", "", "bench"), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	c, err := d.Cluster(ctx, cluster)
-	if err != nil {
-		b.Fatal(err)
-	}
 	passes := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18}
 	at := end.Add(20 * time.Minute)
 	b.Run(fmt.Sprintf("cold/%dassocs/%dhourrows", st.Associations, st.HourRows), func(b *testing.B) {

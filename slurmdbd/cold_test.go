@@ -2,7 +2,6 @@ package slurmdbd
 
 import (
 	"context"
-	"database/sql"
 	"math"
 	"testing"
 	"time"
@@ -19,32 +18,9 @@ import (
 // for four months, whose usage is all in coarse periods, are read again
 // from hours; the others are not.
 func TestColdLoadTiers(t *testing.T) {
-	srv := mariadbtest.Start(t, "")
 	ctx := context.Background()
-	srv.Load("tiers", "../testdata/slurm-22.05/slurm_acct_db.sql.gz")
-	root, err := sql.Open("mysql", srv.DSN("root", "", "tiers"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	var cluster string
-	if err := root.QueryRowContext(ctx, "SELECT name FROM cluster_table LIMIT 1").Scan(&cluster); err != nil {
-		t.Fatal(err)
-	}
-	end := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-	st, err := gen.Fill(ctx, root, gen.Config{Cluster: cluster, Associations: 400, Depth: 4, Months: 6, End: end, Seed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := Open(ctx, srv.DSN("root", "", "tiers"), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	c, err := d.Cluster(ctx, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := generate(t, mariadbtest.Start(t, ""), "slurm-22.05", gen.Config{Associations: 400, Depth: 4, Months: 6, Seed: 5})
+	root, c, st, end := g.root, g.c, g.stats, genEnd
 	for _, p := range []fairshare.Passes{
 		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
 		{HalfLife: 7 * 86400, Period: 420, Phase: 100, ChargeJobEnd: true}, // passes out of step with hours
@@ -88,7 +64,7 @@ func TestColdLoadTiers(t *testing.T) {
 	// PurgeUsageAfter=60days: hours older than that are gone, days stand
 	// in for them (rows spread evenly over each day either way).
 	purged := startOf(end.AddDate(0, 0, -60).Unix(), time.UTC, false)
-	if _, err := root.ExecContext(ctx, "DELETE FROM `"+cluster+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
+	if _, err := root.ExecContext(ctx, "DELETE FROM `"+c.Name+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
 		t.Fatal(err)
 	}
 	p := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true}

@@ -28,35 +28,11 @@ func TestSteadyQueriesUseIndexes(t *testing.T) {
 
 func steadyQueriesUseIndexes(t *testing.T, srv *mariadbtest.Server, schema string) {
 	ctx := context.Background()
-	dbName := "explain_" + strings.ReplaceAll(schema, ".", "_")
-	dbName = strings.ReplaceAll(dbName, "-", "_")
-	srv.Load(dbName, "../testdata/"+schema+"/slurm_acct_db.sql.gz")
-	root, err := sql.Open("mysql", srv.DSN("root", "", dbName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	root.SetMaxOpenConns(1)
-	var cluster string
-	if err := root.QueryRowContext(ctx, "SELECT name FROM cluster_table LIMIT 1").Scan(&cluster); err != nil {
-		t.Fatal(err)
-	}
-	end := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
-	if _, err := gen.Fill(ctx, root, gen.Config{Cluster: cluster, Associations: 2000, Depth: 5, Months: 2, End: end, Seed: 3, JobsPerHour: 50}); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{"ANALYZE TABLE `" + cluster + "_assoc_usage_hour_table`, `" + cluster + "_job_table`"} {
-		if _, err := root.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := Open(ctx, srv.DSN("root", "", dbName), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	c, err := d.Cluster(ctx, cluster)
-	if err != nil {
+	g := generate(t, srv, schema, gen.Config{Associations: 2000, Depth: 5, Months: 2, Seed: 3, JobsPerHour: 50})
+	root, c, end := g.root, g.c, genEnd
+	root.SetMaxOpenConns(1) // the general log is global: one session
+	cluster := c.Name
+	if _, err := root.ExecContext(ctx, "ANALYZE TABLE `"+cluster+"_assoc_usage_hour_table`, `"+cluster+"_job_table`"); err != nil {
 		t.Fatal(err)
 	}
 	r := &Refresher{Cluster: c, Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300}, Location: time.UTC}
