@@ -21,11 +21,9 @@ func TestColdLoadTiers(t *testing.T) {
 	ctx := context.Background()
 	g := generate(t, mariadbtest.Start(t, ""), "slurm-22.05", gen.Config{Associations: 400, Depth: 4, Months: 6, Seed: 5})
 	root, c, st, end := g.root, g.c, g.stats, genEnd
-	for _, p := range []fairshare.Passes{
-		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
-		{HalfLife: 7 * 86400, Period: 420, Phase: 100, ChargeJobEnd: true}, // passes out of step with hours
-		{HalfLife: 0, Period: 300, ChargeJobEnd: true},                     // no decay: coarse periods are exact
-	} {
+	// coldLoaded is a full load 20 minutes after the last rollup, and what
+	// bucket() needs to weigh rows as of that moment
+	coldLoaded := func(p fairshare.Passes) (*Refresher, Layout, UsageInputs) {
 		r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
 		at := end.Add(20 * time.Minute)
 		if _, err := r.Refresh(ctx, at); err != nil {
@@ -33,11 +31,18 @@ func TestColdLoadTiers(t *testing.T) {
 		}
 		l, _ := c.Layout(ctx)
 		lastRan, _ := c.LastRan(ctx)
+		return r, l, UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
+	}
+	for _, p := range []fairshare.Passes{
+		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
+		{HalfLife: 7 * 86400, Period: 420, Phase: 100, ChargeJobEnd: true}, // passes out of step with hours
+		{HalfLife: 0, Period: 300, ChargeJobEnd: true},                     // no decay: coarse periods are exact
+	} {
+		r, l, in := coldLoaded(p)
 		rows, err := c.Usage(ctx, l, nil, Hour, 0, r.watermark)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
 		exact := map[Key]float64{}
 		for _, u := range rows {
 			exact[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
@@ -67,15 +72,7 @@ func TestColdLoadTiers(t *testing.T) {
 	if _, err := root.ExecContext(ctx, "DELETE FROM `"+c.Name+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
 		t.Fatal(err)
 	}
-	p := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true}
-	r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
-	at := end.Add(20 * time.Minute)
-	if _, err := r.Refresh(ctx, at); err != nil {
-		t.Fatal(err)
-	}
-	l, _ := c.Layout(ctx)
-	lastRan, _ := c.LastRan(ctx)
-	in := UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
+	r, l, in := coldLoaded(fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true})
 	want := map[Key]float64{}
 	hours, err := c.Usage(ctx, l, nil, Hour, purged, r.watermark)
 	if err != nil {
