@@ -186,18 +186,14 @@ func (r *Refresher) spread(nominal, longest float64) (a, bound float64) {
 // coldLoad fills the frozen sums with every rolled-up row before to, from
 // the horizon from (see the comment at the top of this file). hourCut and
 // dayCut are where the hour and day tables start holding data (purges).
-func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos map[uint32]QOS, from, to, hourCut, dayCut int64, loc *time.Location) error {
+func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos map[uint32]QOS, tres map[uint32]string, from, to, hourCut, dayCut int64, loc *time.Location) error {
 	c := r.Cluster
 	now := r.Passes.LastPass(in.At)
-	// tier boundaries by age, at local day and month starts
-	hourFrom, dayFrom := from, from
-	if hl := r.Passes.HalfLife; hl > 0 {
-		hourFrom = startOf(int64(in.At-hourHalfLives*hl), loc, false)
-		dayFrom = startOf(int64(in.At-dayHalfLives*hl), loc, true)
-	} else {
-		hourFrom = startOf(int64(in.At), loc, false)
-		dayFrom = startOf(int64(in.At), loc, true)
-	}
+	// tier boundaries by age, at local day and month starts (without
+	// decay every period is exact: days and months up to today)
+	hl := r.Passes.HalfLife
+	hourFrom := startOf(int64(in.At-hourHalfLives*hl), loc, false)
+	dayFrom := startOf(int64(in.At-dayHalfLives*hl), loc, true)
 	// a day (month) row lies wholly before hourFrom (dayFrom): the hours
 	// after it are read as hours
 	hourFrom = min(max(hourFrom, hourCut, from), startOf(to, loc, false))
@@ -222,12 +218,8 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		return min(max(lo, since), hi), nil
 	}
 
-	names, err := c.db.TRESNames(ctx)
-	if err != nil {
-		return err
-	}
 	all := keys{}
-	for id := range names {
+	for id := range tres {
 		if id != TRESEnergy {
 			all.tres = append(all.tres, id)
 		}
@@ -362,9 +354,6 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 func mod(a, m int64) int64 { return ((a % m) + m) % m }
 
 func idSet(ids []uint32) map[uint32]bool {
-	if ids == nil {
-		return nil
-	}
 	m := make(map[uint32]bool, len(ids))
 	for _, id := range ids {
 		m[id] = true

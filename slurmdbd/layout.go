@@ -36,6 +36,12 @@ var required = map[string][]string{
 
 const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?)"
 
+// hoursByModTime: the hour table is indexed by mod_time and not by
+// time_start (24.11+). slurmdbd sets mod_time when it rolls an hour up,
+// after the hour (a later re-roll only makes it younger), so an hour that
+// starts at t or later has mod_time >= t + 1 h.
+func (l Layout) hoursByModTime() bool { return !l.HourTimeIndex && l.HourModIndex }
+
 // sqlIndexes lists the first column of each index of a table.
 const sqlIndexes = "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND seq_in_index = 1"
 
@@ -70,23 +76,22 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 			}
 		}
 	}
-	l := Layout{}
-	hour := c.Name + "_assoc_usage_hour_table"
+	var timeIndex, modIndex bool
 	err = c.db.query(ctx, "reading information_schema.statistics", sqlIndexes, func(r *sql.Rows) error {
 		var col string
 		if err := r.Scan(&col); err != nil {
 			return err
 		}
-		l.HourTimeIndex = l.HourTimeIndex || strings.EqualFold(col, "time_start")
-		l.HourModIndex = l.HourModIndex || strings.EqualFold(col, "mod_time")
+		timeIndex = timeIndex || strings.EqualFold(col, "time_start")
+		modIndex = modIndex || strings.EqualFold(col, "mod_time")
 		return nil
-	}, hour)
+	}, c.Name+"_assoc_usage_hour_table")
 	if err != nil {
 		return Layout{}, err
 	}
 	a := cols["assoc_table"]
 	return Layout{
-		HourTimeIndex: l.HourTimeIndex, HourModIndex: l.HourModIndex,
+		HourTimeIndex: timeIndex, HourModIndex: modIndex,
 		LftRgt:    a["lft"] && a["rgt"],
 		IDParent:  a["id_parent"],
 		Lineage:   a["lineage"],

@@ -99,7 +99,6 @@ type Refresher struct {
 		rows        []Assoc
 		tree        *Tree
 		fingerprint uint64
-		fresh       bool // this refresh reuses them
 	}
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
@@ -110,10 +109,11 @@ type Refresher struct {
 	Refined int
 }
 
-// associations reads the association rows and builds the tree, or gives
-// those of the last refresh when the table has not changed since: at 100k
-// associations reading, ordering and linking them is most of a steady
-// refresh. The tree is a copy each time (callers fill in usage).
+// associations reads the association rows, builds the tree and
+// fingerprints them, or gives those of the last refresh when the table has
+// not changed since: at 100k associations reading, ordering and linking
+// them is most of a steady refresh. The tree is a copy each time (callers
+// fill in usage).
 func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree, error) {
 	c := r.Cluster
 	v, err := c.assocVersion(ctx)
@@ -122,7 +122,6 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 	}
 	k := &r.assocs
 	if k.tree != nil && v.stable && v == k.version && l == k.layout && r.Boot.Equal(k.boot) && r.Passes == k.passes && r.Since.Equal(k.since) {
-		k.fresh = true
 		t := *k.tree
 		t.Assocs = slices.Clone(t.Assocs)
 		return k.rows, &t, nil
@@ -139,7 +138,8 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 		return nil, nil, err
 	}
 	r.AssocReads++
-	k.version, k.layout, k.boot, k.passes, k.since, k.rows, k.fresh = v, l, r.Boot, r.Passes, r.Since, rows, false
+	k.version, k.layout, k.boot, k.passes, k.since, k.rows = v, l, r.Boot, r.Passes, r.Since, rows
+	k.fingerprint = fingerprint(l, rows, r.Passes, r.Since)
 	t := *tree
 	t.Assocs = slices.Clone(t.Assocs)
 	k.tree = &t
@@ -178,6 +178,10 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	if err != nil {
 		return nil, err
 	}
+	names, err := c.db.TRESNames(ctx)
+	if err != nil {
+		return nil, err
+	}
 	loc := r.Location
 	if loc == nil {
 		loc = time.Local
@@ -204,10 +208,6 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
 
 	fp := r.assocs.fingerprint
-	if !r.assocs.fresh {
-		fp = fingerprint(l, rows, r.Passes, r.Since)
-		r.assocs.fingerprint = fp
-	}
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
 	var problems []error
 	freezeTails := func(from, to int64) error {
@@ -235,7 +235,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 			if err != nil {
 				return nil, err
 			}
-			if err := r.coldLoad(ctx, &in, l, qos, from, watermark, hourCut, dayCut, loc); err != nil {
+			if err := r.coldLoad(ctx, &in, l, qos, names, from, watermark, hourCut, dayCut, loc); err != nil {
 				return nil, err
 			}
 			// older tails weigh below 2^-tailHalfLives
@@ -286,10 +286,6 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 		if in.Ended, err = c.Ended(ctx, r.watermark, lastRan.Hourly); err != nil {
 			return nil, err
 		}
-	}
-	names, err := c.db.TRESNames(ctx)
-	if err != nil {
-		return nil, err
 	}
 	usage, rawProblems := RawUsage(in)
 	problems = append(problems, rawProblems...)

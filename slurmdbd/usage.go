@@ -89,9 +89,8 @@ const (
 // 1, rows with a per-QOS split there are weighted by it.
 func (c Cluster) Usage(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, from, to int64) ([]UsageRow, error) {
 	extra := ""
-	if p == Hour && !l.HourTimeIndex && l.HourModIndex {
-		// 24.11+ index hours only by mod_time, which slurmdbd sets when it
-		// rolls an hour up, after the hour: the same rows, found by index
+	if p == Hour && l.hoursByModTime() {
+		// the same rows, found by index
 		extra = " AND mod_time >= " + strconv.FormatInt(from, 10)
 	}
 	rows, err := c.usage(ctx, "assoc_usage_"+string(p)+"_table", "0", from, to, extra)
@@ -161,13 +160,11 @@ func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int6
 
 // Oldest is the earliest time_start of a rollup table (ok false if empty):
 // PurgeUsageAfter may have removed the oldest hours. It must not scan the
-// table: 22.05's hours are indexed by time_start; 24.11+ index them only
-// by mod_time, which slurmdbd sets when it rolls an hour up, an hour
-// after its start (a later re-roll only makes it younger).
+// table: 22.05's hours are indexed by time_start, 24.11+'s by mod_time.
 func (c Cluster) Oldest(ctx context.Context, l Layout, p Period) (start int64, ok bool, err error) {
 	table := c.table("assoc_usage_" + string(p) + "_table")
 	q := "SELECT MIN(time_start) FROM " + table
-	if p == Hour && !l.HourTimeIndex && l.HourModIndex {
+	if p == Hour && l.hoursByModTime() {
 		q = "SELECT CAST(MIN(mod_time) AS SIGNED) - 3600 FROM " + table
 	}
 	var v sql.NullInt64
