@@ -74,20 +74,7 @@ func TestLoadTLSBasicAuth(t *testing.T) {
 		return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{RootCAs: pool}, DisableCompression: true}}
 	}
-	get := func(c *http.Client, u, p string) (int, int64, error) {
-		req, _ := http.NewRequest("GET", url, nil)
-		req.Header.Set("Accept-Encoding", "gzip")
-		if u != "" {
-			req.SetBasicAuth(u, p)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, 0, err
-		}
-		defer resp.Body.Close()
-		n, err := io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, n, err
-	}
+	get := func(c *http.Client, u, p string) (int, int64, error) { return scrapeGzip(c, url, u, p) }
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		if code, _, err := get(client(), user, password); err == nil && code == 200 {
 			break
@@ -106,20 +93,56 @@ func TestLoadTLSBasicAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	var took []time.Duration
-	var failures []string
-	var bytes int64
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range loadClients {
+	took, bytes, failures := scrapeConcurrently(loadClients, loadScrapes/loadClients, client, func(c *http.Client) (int, int64, error) {
+		return get(c, user, password)
+	})
+	wall := time.Since(start)
+	if len(failures) > 0 {
+		t.Errorf("%d of %d scrapes failed, first: %s", len(failures), len(took), failures[0])
+	}
+	q := func(p float64) time.Duration { return took[int(p*float64(len(took)-1))].Round(100 * time.Microsecond) }
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("serve --demo --demo.associations %d, TLS + basic auth, %d clients x %d scrapes (gzip, %d KiB each): %d errors, wall %v",
+		loadAssociations, loadClients, loadScrapes/loadClients, bytes/int64(len(took))/1024, len(failures), wall.Round(time.Millisecond))
+	t.Logf("latency p50 %v, p99 %v, max %v", q(0.5), q(0.99), q(1))
+	t.Logf("exporter before the load: %s, %s; after: %s, %s", procField(idle, "VmHWM"), procField(idle, "VmRSS"), procField(status, "VmHWM"), procField(status, "VmRSS"))
+}
+
+// scrapeGzip scrapes url as Prometheus does, gzip asked for and the
+// compressed body read whole; user "" sends no credentials.
+func scrapeGzip(c *http.Client, url, user, password string) (status int, n int64, err error) {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	n, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, n, err
+}
+
+// scrapeConcurrently runs clients goroutines, each with a client of its
+// own, each scraping each times; it returns every scrape's latency,
+// sorted, the bytes read and the failures.
+func scrapeConcurrently(clients, each int, newClient func() *http.Client, scrape func(*http.Client) (int, int64, error)) (took []time.Duration, bytes int64, failures []string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := client()
-			for range loadScrapes / loadClients {
+			c := newClient()
+			for range each {
 				t0 := time.Now()
-				code, n, err := get(c, user, password)
+				code, n, err := scrape(c)
 				d := time.Since(t0)
 				mu.Lock()
 				took = append(took, d)
@@ -132,20 +155,8 @@ func TestLoadTLSBasicAuth(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
-	if len(failures) > 0 {
-		t.Errorf("%d of %d scrapes failed, first: %s", len(failures), len(took), failures[0])
-	}
 	slices.Sort(took)
-	q := func(p float64) time.Duration { return took[int(p*float64(len(took)-1))].Round(100 * time.Microsecond) }
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("serve --demo --demo.associations %d, TLS + basic auth, %d clients x %d scrapes (gzip, %d KiB each): %d errors, wall %v",
-		loadAssociations, loadClients, loadScrapes/loadClients, bytes/int64(len(took))/1024, len(failures), wall.Round(time.Millisecond))
-	t.Logf("latency p50 %v, p99 %v, max %v", q(0.5), q(0.99), q(1))
-	t.Logf("exporter before the load: %s, %s; after: %s, %s", procField(idle, "VmHWM"), procField(idle, "VmRSS"), procField(status, "VmHWM"), procField(status, "VmRSS"))
+	return took, bytes, failures
 }
 
 // procField is one "Name:\t value" line of /proc/PID/status.

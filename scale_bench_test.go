@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -160,7 +158,11 @@ func BenchmarkScale(b *testing.B) {
 	_, body := s.scrape()
 	seriesN := strings.Count(string(body), "\n") - strings.Count(string(body), "\n#")
 	gz := gzipLen(body)
-	lat := scrapeConcurrently(b, s.url+"/metrics", 50, 20)
+	lat, _, failures := scrapeConcurrently(50, 20, func() *http.Client { return &http.Client{Transport: &http.Transport{DisableCompression: true}} },
+		func(c *http.Client) (int, int64, error) { return scrapeGzip(c, s.url+"/metrics", "", "") })
+	if len(failures) > 0 {
+		b.Fatalf("%d of %d scrapes failed, first: %s", len(failures), len(lat), failures[0])
+	}
 
 	// (f) peak RSS
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
@@ -209,46 +211,3 @@ func gzipLen(b []byte) int {
 type countWriter int
 
 func (w *countWriter) Write(p []byte) (int, error) { *w += countWriter(len(p)); return len(p), nil }
-
-// scrapeConcurrently runs clients scrapers of each scrapes and returns
-// the sorted latencies.
-func scrapeConcurrently(t testing.TB, url string, clients, each int) []time.Duration {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cl := &http.Client{Transport: &http.Transport{}}
-			for range each {
-				req, _ := http.NewRequest("GET", url, nil)
-				req.Header.Set("Accept-Encoding", "gzip")
-				t0 := time.Now()
-				resp, err := cl.Do(req)
-				if err != nil {
-					errs <- err
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				d := time.Since(t0)
-				if resp.StatusCode != 200 {
-					errs <- fmt.Errorf("status %d", resp.StatusCode)
-					return
-				}
-				mu.Lock()
-				lat = append(lat, d)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("scrape: %v", err)
-	}
-	slices.Sort(lat)
-	return lat
-}

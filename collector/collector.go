@@ -99,7 +99,7 @@ var (
 // Collector serves the last published snapshot.
 type Collector struct {
 	// Extended adds the per-association series left out by default (see
-	// collectCluster); set it before the first Publish.
+	// collectClusterAssocs); set it before the first Publish.
 	Extended bool
 
 	snap atomic.Pointer[Snapshot]
@@ -160,12 +160,12 @@ func validUTF8(labels []string) []string {
 	return labels
 }
 
-// collectStatic sends what depends on the snapshot only.
 // collectAssociations sends the per-association series: nearly all of
 // them, and unchanged between decay passes.
 func collectAssociations(s *Snapshot, extended bool, out sink) {
+	gauge := out.gauges()
 	for i := range s.Clusters {
-		collectClusterAssocs(&s.Clusters[i], extended, out.gauges())
+		collectClusterAssocs(&s.Clusters[i], extended, gauge)
 	}
 }
 
@@ -210,10 +210,10 @@ func b2f(b bool) float64 {
 }
 
 // collectClusterAssocs sends a cluster's association series. By default
-// an association gets at most eight: shares, usage, and what the configured algorithm makes of
-// them (normalized shares, factor, and classic's effective usage or Fair
-// Tree's level_fs and rank), and Slurm's reported factor and usage: some
-// 800k series at 100k associations. extended adds per-TRES usage,
+// an association gets at most eight: shares, usage, and what the
+// configured algorithm makes of them (normalized shares, factor, and
+// classic's effective usage or Fair Tree's level_fs and rank), and Slurm's
+// reported factor and usage: some 800k series at 100k associations. extended adds per-TRES usage,
 // normalized usage, uncharged usage, the other algorithm's values and the
 // what-if factors (ticket_based, maui): 17 and more per association.
 func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {

@@ -103,14 +103,9 @@ func TestAwkwardNames(t *testing.T) {
 	for i, n := range names {
 		cl.Assocs[i+1].User = n
 	}
-	c := New()
-	if err := c.Publish(snap); err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	_, text := publishedText(t, snap, false)
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(rec.Body)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +133,7 @@ func TestRenderMatchesClientGolang(t *testing.T) {
 	for i, n := range []string{`qu"ote's`, "new\nline", "back\\slash", "ünïcødé", "bad\xff\xfebytes"} {
 		snap.Clusters[0].Assocs[i+1].User = n
 	}
-	c := New()
-	c.Extended = true
-	if err := c.Publish(snap); err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	c, text := publishedText(t, snap, true)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	mfs, err := reg.Gather()
@@ -166,7 +155,7 @@ func TestRenderMatchesClientGolang(t *testing.T) {
 		slices.Sort(l)
 		return l
 	}
-	got, exp := lines(rec.Body.String()), lines(want.String())
+	got, exp := lines(text), lines(want.String())
 	if len(got) != len(exp) {
 		t.Fatalf("%d lines rendered, client_golang renders %d", len(got), len(exp))
 	}
@@ -188,20 +177,14 @@ func TestSeriesBudget(t *testing.T) {
 		count := func(extended bool) (perAssoc float64, families int) {
 			snap := refresh.Demo(time.Now(), 2000)
 			snap.Clusters[0].Algorithm = alg
-			c := New()
-			c.Extended = extended
-			if err := c.Publish(snap); err != nil {
-				t.Fatal(err)
-			}
-			rec := httptest.NewRecorder()
-			c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			_, text := publishedText(t, snap, extended)
 			n := 0
-			for _, l := range strings.Split(rec.Body.String(), "\n") {
+			for _, l := range strings.Split(text, "\n") {
 				if strings.Contains(l, `,user="`) {
 					n++
 				}
 			}
-			fam := strings.Count(rec.Body.String(), "# TYPE ")
+			fam := strings.Count(text, "# TYPE ")
 			return float64(n) / float64(len(snap.Clusters[0].Assocs)), fam
 		}
 		def, defFam := count(false)
@@ -214,4 +197,18 @@ func TestSeriesBudget(t *testing.T) {
 			t.Errorf("%s: extended %.2f series per association in %d families, default %.2f in %d", alg, ext, extFam, def, defFam)
 		}
 	}
+}
+
+// publishedText publishes snap and reads /metrics back as plain text,
+// without the exporter's own live gauges.
+func publishedText(t *testing.T, snap *Snapshot, extended bool) (*Collector, string) {
+	t.Helper()
+	c := New()
+	c.Extended = extended
+	if err := c.Publish(snap); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return c, rec.Body.String()
 }

@@ -29,12 +29,7 @@ var families = func() map[*prometheus.Desc]family {
 		for j := range order {
 			order[j] = j
 		}
-		slices.SortFunc(order, func(a, b int) int {
-			if Metrics[i].Labels[a] < Metrics[i].Labels[b] {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(Metrics[i].Labels[a], Metrics[i].Labels[b]) })
 		m[d] = family{index: i, order: order}
 	}
 	return m
