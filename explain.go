@@ -18,7 +18,8 @@ import (
 )
 
 type explainCmd struct {
-	User      string        `required:"" help:"User to explain."`
+	User      string        `help:"User to explain (or --job)."`
+	Job       uint32        `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
 	Account   string        `help:"Only the user's association under this account (default: all of them)."`
 	Cluster   string        `help:"Cluster (default: slurm.conf's ClusterName)."`
 	At        string        `help:"Explain the factor as of this moment: unix seconds or RFC 3339 (default: now)."`
@@ -71,6 +72,9 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
+	if (c.User == "") == (c.Job == 0) {
+		return fmt.Errorf("explain: expected --user or --job, one of them")
+	}
 	name := c.Cluster
 	if name == "" {
 		name = conf.ClusterName
@@ -95,19 +99,26 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
+	if c.Job != 0 {
+		return c.explainJob(env, cl, conf, at)
+	}
 	exps, err := explain(cl, at, c.User, c.Account)
 	if err != nil {
 		return err
 	}
 	if c.Output == "json" {
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(exps)
+		return writeJSON(env.stdout, exps)
 	}
 	for _, x := range exps {
 		x.writeTable(env.stdout)
 	}
 	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // explain finds the user's associations and their paths from root.

@@ -37,7 +37,7 @@ type cli struct {
 	Config  kong.ConfigFlag  `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
 
 	Serve   serveCmd   `cmd:"" help:"Serve Prometheus metrics: fairshare recomputed from slurmdbd, what Slurm reports, and the drift between them."`
-	Explain explainCmd `cmd:"" help:"Why is a user's priority low? The path from root with shares, usage, level_fs and rank, the factor under each algorithm, and what holds it down."`
+	Explain explainCmd `cmd:"" help:"Why is a user's priority low? The path from root with shares, usage, level_fs and rank, the factor under each algorithm, and what holds it down; with --job, a pending job's priority factor by factor."`
 	Check   checkCmd   `cmd:"" help:"Recompute fairshare and compare it with what Slurm reports. Exit 0: within tolerance, 1: drift, 2: error."`
 }
 

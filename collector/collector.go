@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 )
 
 // Namespace prefixes every metric: Slurm values computed from slurmdbd
@@ -83,6 +84,18 @@ var (
 		"slurm_cluster")
 	descDropped = desc("fairshare", "associations_dropped", "Associations left out by the cardinality controls (--collector.* flags).",
 		"slurm_cluster")
+	descPendingJobs = desc("priority", "pending_jobs", "Pending jobs (one per partition a job was submitted to) whose priority the exporter computes, as sprio lists them (eligible, not held), as of the last refresh.",
+		"slurm_cluster", "account", "partition", "qos")
+	descPrioMin = desc("priority", "pending_job_priority_min", "Lowest multifactor priority of the pending jobs, computed from the database and slurm.conf as slurmctld does, as of the last refresh.",
+		"slurm_cluster", "account", "partition", "qos")
+	descPrioMedian = desc("priority", "pending_job_priority_median", "Median multifactor priority of the pending jobs, as of the last refresh.",
+		"slurm_cluster", "account", "partition", "qos")
+	descPrioMax = desc("priority", "pending_job_priority_max", "Highest multifactor priority of the pending jobs, as of the last refresh.",
+		"slurm_cluster", "account", "partition", "qos")
+	descDominant = desc("priority", "pending_jobs_dominant_factor", "Pending jobs by the factor (age, assoc, fairshare, jobsize, partition, qos, tres) that contributes most to their priority; factors dominating no job are left out.",
+		"slurm_cluster", "account", "partition", "qos", "factor")
+	descWeight = desc("priority", "weight", "slurm.conf's PriorityWeight* of each factor (tres: the sum of PriorityWeightTRES).",
+		"slurm_cluster", "factor")
 	descUp = desc("exporter", "up", "Whether the last attempt to read the source succeeded and its data is fresh (1) or not (0). source: db or reported.",
 		"source")
 	descLastSuccess = desc("exporter", "last_success_timestamp_seconds", "When the source was last read successfully (unix seconds); frozen while it fails.",
@@ -281,6 +294,25 @@ func collectCluster(cl *Cluster, gauge gaugeFunc) {
 	gauge(descRollupLag, lag, cl.Name)
 	gauge(descComputed, seconds(cl.Computed), cl.Name)
 	gauge(descDropped, float64(cl.Dropped), cl.Name)
+	if cl.Pending == nil {
+		return
+	}
+	for f, w := range cl.Weights {
+		gauge(descWeight, w, cl.Name, priority.Factor(f).String())
+	}
+	for i := range cl.Pending {
+		g := &cl.Pending[i]
+		l := []string{cl.Name, g.Account, g.Partition, g.QOS}
+		gauge(descPendingJobs, float64(g.Jobs), l...)
+		gauge(descPrioMin, g.Min, l...)
+		gauge(descPrioMedian, g.Median, l...)
+		gauge(descPrioMax, g.Max, l...)
+		for f, n := range g.Dominant {
+			if n > 0 {
+				gauge(descDominant, float64(n), append(l, priority.Factor(f).String())...)
+			}
+		}
+	}
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

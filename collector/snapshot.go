@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 )
 
 // Association is one association's computed values, as of the refresh.
@@ -74,6 +75,35 @@ type Cluster struct {
 	Computed time.Time
 	// Drift is empty when no report is fresh.
 	Drift []Drift
+	// Jobs are the pending jobs' priorities, one per job and partition,
+	// and Pending the same summed up by account, partition and QOS; both
+	// nil when not computed (clusters other than slurm.conf's).
+	Jobs    []Job
+	Pending []PendingGroup
+	// Weights are slurm.conf's priority weights (Weights[TRES] unused).
+	Weights priority.Factors
+}
+
+// Job is one pending job's priority in one partition.
+type Job struct {
+	ID                            uint32
+	ArrayTask                     string
+	Account, User, Partition, QOS string
+	// Assoc indexes Assocs (-1: the job's association is not in the tree).
+	Assoc  int
+	Submit int64
+	priority.Result
+}
+
+// PendingGroup is the pending jobs of one account, partition and QOS.
+type PendingGroup struct {
+	Account, Partition, QOS string
+	Jobs                    int
+	// Min, Median and Max are of the jobs' priorities.
+	Min, Median, Max float64
+	// Dominant counts the jobs by the factor that contributes most to
+	// their priority.
+	Dominant [priority.NumFactors]int
 }
 
 // Source is the health of one source of data: "db" or "reported".

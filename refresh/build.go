@@ -96,7 +96,11 @@ type Inputs struct {
 	Report    *Report
 	Tolerance Tolerance
 
-	assocIDs []uint32 // id_assoc of each tree association
+	// Priorities are the pending jobs (nil: not computed).
+	Priorities *Priorities
+
+	assocIDs      []uint32 // id_assoc of each tree association
+	assocPriority []uint32 // inherited priority of each (nil: weight 0)
 }
 
 // Build computes a cluster's published values.
@@ -137,6 +141,10 @@ func Build(in *Inputs) (collector.Cluster, error) {
 				o.TRESUsage[name] = v[i]
 			}
 		}
+	}
+	cl.Jobs, cl.Pending = jobPriorities(in, classic, ft)
+	if in.Priorities != nil {
+		cl.Weights = in.Priorities.Config.Weights
 	}
 	if in.Report == nil {
 		return cl, nil

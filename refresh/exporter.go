@@ -420,20 +420,32 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		ids[i] = snap.Rows[r].ID
 	}
 	in.assocIDs = ids
+	if conf.PriorityWeightAssoc > 0 {
+		rowPrio := slurmdbd.InheritedPriority(snap.Rows)
+		in.assocPriority = make([]uint32, len(ids))
+		for i, r := range snap.Tree.Row {
+			in.assocPriority[i] = rowPrio[r]
+		}
+	}
 	return in, nil
 }
 
-// extras reads what only the what-if views need: pending jobs for the
-// ticket-based active set, usage windows for Maui (again only after a new
-// hourly rollup).
+// extras reads what the per-association factors do not need: pending jobs
+// for their priorities and the ticket-based active set, usage windows for
+// Maui (again only after a new hourly rollup).
 func (e *Exporter) extras(ctx context.Context, c slurmdbd.Cluster, cs *clusterState, in *Inputs) error {
-	pending, err := c.Pending(ctx)
+	prio, rows, err := e.pendingJobs(ctx, c, in)
 	if err != nil {
 		return err
 	}
+	in.Priorities = prio
+	pending := map[uint32]bool{}
+	for _, r := range rows {
+		pending[r.Assoc] = true
+	}
 	in.Pending = make([]bool, len(in.assocIDs))
 	for i, id := range in.assocIDs {
-		in.Pending[i] = pending[id] > 0
+		in.Pending[i] = pending[id]
 	}
 	if e.MauiInterval <= 0 {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 )
 
 // Priority flags (slurm/slurm.h PRIORITY_FLAGS_*).
@@ -50,8 +51,15 @@ type Partition struct {
 	TRESBillingWeights string
 	PriorityJobFactor  uint32
 	PriorityTier       uint32
-	Pos                Pos
+	// Nodes as written; "ALL" or empty: every node.
+	Nodes string
+	// MaxTime in minutes; 0xfffffffe (INFINITE) unless set.
+	MaxTime uint32
+	Pos     Pos
 }
+
+// Infinite is Slurm's INFINITE for 32-bit values.
+const Infinite = 0xfffffffe
 
 // Config holds the settings that decide fairshare and job priority, with
 // Slurm's defaults (read_config.c) where slurm.conf is silent.
@@ -79,7 +87,11 @@ type Config struct {
 	PriorityWeightPartition  uint32
 	PriorityWeightQOS        uint32
 	PriorityWeightTRES       string
+	weightTRES               map[string]float64
 	Partitions               []Partition
+	// Nodes are the NodeName lines' nodes.
+	Nodes            []string
+	partitionDefault Partition
 	// Pos tells where each setting above was read, by canonical key.
 	Pos map[string]Pos
 }
@@ -127,6 +139,7 @@ func FromRaw(raw *Raw) (*Config, error) {
 		PriorityMaxAge:           7 * 24 * time.Hour,
 		FairShareDampeningFactor: 1,
 		Pos:                      map[string]Pos{},
+		partitionDefault:         Partition{MaxTime: Infinite},
 	}
 	for _, l := range raw.Lines {
 		if p, ok := l.Get("PartitionName"); ok {
@@ -135,7 +148,14 @@ func FromRaw(raw *Raw) (*Config, error) {
 			}
 			continue
 		}
-		if _, ok := l.Get("NodeName"); ok {
+		if n, ok := l.Get("NodeName"); ok {
+			if !strings.EqualFold(n.Value, "DEFAULT") {
+				names, err := Hostlist(n.Value)
+				if err != nil {
+					return nil, fmt.Errorf("%s: NodeName=%s: %w", n.Pos, n.Value, err)
+				}
+				c.Nodes = append(c.Nodes, names...)
+			}
 			continue
 		}
 		for _, s := range l {
@@ -202,6 +222,7 @@ func (c *Config) set(s Setting) error {
 		*c.weightField(key), err = weight(v)
 	case "priorityweighttres":
 		c.PriorityWeightTRES = v
+		c.weightTRES, err = tresWeights(v)
 	default:
 		return nil // a setting that does not concern us
 	}
@@ -244,8 +265,11 @@ func (c *Config) flags(v string) error {
 	return nil
 }
 
+// partition reads a PartitionName line; PartitionName=DEFAULT sets what
+// the lines after it leave out.
 func (c *Config) partition(l Line, name Setting) error {
-	p := Partition{Name: name.Value, Pos: name.Pos}
+	p := c.partitionDefault
+	p.Name, p.Pos = name.Value, name.Pos
 	for _, s := range l {
 		var err error
 		switch strings.ToLower(s.Key) {
@@ -255,16 +279,59 @@ func (c *Config) partition(l Line, name Setting) error {
 			p.PriorityJobFactor, err = weight(s.Value)
 		case "prioritytier":
 			p.PriorityTier, err = weight(s.Value)
+		case "nodes":
+			p.Nodes = s.Value
+		case "maxtime":
+			p.MaxTime, err = maxTime(s.Value)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: PartitionName=%s %s=%s: %w", s.Pos, p.Name, s.Key, s.Value, err)
 		}
 	}
 	if strings.EqualFold(p.Name, "DEFAULT") {
+		c.partitionDefault = p
 		return nil
 	}
 	c.Partitions = append(c.Partitions, p)
 	return nil
+}
+
+// maxTime is a partition's MaxTime in minutes: INFINITE or UNLIMITED, or
+// a Slurm time string.
+func maxTime(v string) (uint32, error) {
+	switch strings.ToUpper(v) {
+	case "INFINITE", "UNLIMITED":
+		return Infinite, nil
+	}
+	d, err := minutes(v)
+	return uint32(d / time.Minute), err
+}
+
+// Priority is what slurm.conf says of job priority, for package priority.
+func (c *Config) Priority() priority.Config {
+	f := c.PriorityFlags
+	p := priority.Config{
+		MaxAge:              int64(c.PriorityMaxAge / time.Second),
+		FavorSmall:          c.PriorityFavorSmall,
+		AccrueAlways:        f&FlagAccrueAlways != 0,
+		SmallRelativeToTime: f&FlagSizeRelative != 0,
+		NoNormalAssoc:       f&FlagNoNormalAssoc != 0,
+		NoNormalPart:        f&FlagNoNormalPart != 0,
+		NoNormalQOS:         f&FlagNoNormalQOS != 0,
+		NoNormalTRES:        f&FlagNoNormalTRES != 0,
+		EnforceLimits:       c.EnforceLimits(),
+	}
+	p.Weights[priority.Age] = float64(c.PriorityWeightAge)
+	p.Weights[priority.Assoc] = float64(c.PriorityWeightAssoc)
+	p.Weights[priority.FairShare] = float64(c.PriorityWeightFairshare)
+	p.Weights[priority.JobSize] = float64(c.PriorityWeightJobSize)
+	p.Weights[priority.Partition] = float64(c.PriorityWeightPartition)
+	p.Weights[priority.QOS] = float64(c.PriorityWeightQOS)
+	p.WeightTRES = c.weightTRES
+	for _, w := range c.weightTRES {
+		p.Weights[priority.TRES] += w
+	}
+	return p
 }
 
 func splitList(v string) []string {
@@ -356,4 +423,91 @@ func timeSeconds(v string) (int64, error) {
 		return 0, bad
 	}
 	return total, nil
+}
+
+// tresWeights parses PriorityWeightTRES ("CPU=1000,Mem=2000,GRES/gpu=3000")
+// into weights by lower-case TRES name, as tres_table names them.
+func tresWeights(v string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, f := range splitList(v) {
+		k, w, ok := strings.Cut(f, "=")
+		n, err := strconv.ParseFloat(w, 64)
+		if !ok || k == "" || err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+			return nil, fmt.Errorf("entry %q: expected TRES=weight with a weight of 0 or more", f)
+		}
+		out[strings.ToLower(k)] = n
+	}
+	return out, nil
+}
+
+// AllNodes reports whether a partition holds every node slurm.conf
+// defines (Nodes=ALL, or a list naming them all): its TRES are then the
+// cluster's.
+func (c *Config) AllNodes(p Partition) bool {
+	if strings.EqualFold(p.Nodes, "ALL") {
+		return true
+	}
+	names, err := Hostlist(p.Nodes)
+	if err != nil || len(c.Nodes) == 0 {
+		return false
+	}
+	in := map[string]bool{}
+	for _, n := range names {
+		in[n] = true
+	}
+	for _, n := range c.Nodes {
+		if !in[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// Hostlist expands a Slurm host list ("n[01-04,7],gpu1"); ranges keep
+// their zero padding.
+func Hostlist(s string) ([]string, error) {
+	var out []string
+	for len(s) > 0 {
+		// one entry: up to a comma outside brackets
+		depth, end := 0, len(s)
+		for i, r := range s {
+			if r == '[' {
+				depth++
+			} else if r == ']' {
+				depth--
+			} else if r == ',' && depth == 0 {
+				end = i
+				break
+			}
+		}
+		entry := s[:end]
+		s = strings.TrimPrefix(s[end:], ",")
+		open := strings.IndexByte(entry, '[')
+		if open < 0 {
+			if entry != "" {
+				out = append(out, entry)
+			}
+			continue
+		}
+		close := strings.IndexByte(entry, ']')
+		if close < open || close != len(entry)-1 {
+			return nil, fmt.Errorf("host list entry %q: expected prefix[ranges]", entry)
+		}
+		prefix := entry[:open]
+		for _, r := range strings.Split(entry[open+1:close], ",") {
+			lo, hi, isRange := strings.Cut(r, "-")
+			if !isRange {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 != nil || err2 != nil || b < a || b-a > 1<<20 {
+				return nil, fmt.Errorf("host list entry %q: range %q: expected N or N-M with N <= M", entry, r)
+			}
+			for i := a; i <= b; i++ {
+				out = append(out, fmt.Sprintf("%s%0*d", prefix, len(lo), i))
+			}
+		}
+	}
+	return out, nil
 }

@@ -26,6 +26,10 @@ type Assoc struct {
 	Lineage  string
 	// Created is creation_time (unix seconds).
 	Created int64
+	// Priority is the association's own priority; HasPriority is false
+	// when it inherits its parent's (NULL).
+	Priority    uint32
+	HasPriority bool
 	// Err says why the row cannot be used; BuildTree leaves it out.
 	Err error
 }
@@ -45,7 +49,7 @@ func (a *Assoc) String() string {
 // order slurmctld keeps them, which decides Fair Tree ties: by lineage from
 // 23.11 (assoc_mgr sorts by it), by lft before.
 func (c Cluster) Associations(ctx context.Context, l Layout) ([]Assoc, error) {
-	cols := "id_assoc, user, acct, `partition`, parent_acct, shares, deleted, creation_time"
+	cols := "id_assoc, user, acct, `partition`, parent_acct, shares, deleted, creation_time, priority"
 	if l.IDParent {
 		cols += ", id_parent"
 	} else {
@@ -69,8 +73,13 @@ func (c Cluster) Associations(ctx context.Context, l Layout) ([]Assoc, error) {
 		var a Assoc
 		var shares, deleted int64
 		var lineage sql.NullString
-		if err := r.Scan(&a.ID, &a.User, &a.Account, &a.Partition, &a.ParentAccount, &shares, &deleted, &a.Created, &a.IDParent, &lineage); err != nil {
+		var prio sql.NullInt64
+		if err := r.Scan(&a.ID, &a.User, &a.Account, &a.Partition, &a.ParentAccount, &shares, &deleted, &a.Created, &prio, &a.IDParent, &lineage); err != nil {
 			return err
+		}
+		// INFINITE stands for unset too (assoc_mgr.c)
+		if prio.Valid && prio.Int64 >= 0 && prio.Int64 < 0xfffffffe {
+			a.Priority, a.HasPriority = uint32(prio.Int64), true
 		}
 		if shares < 0 || shares > int64(fairshare.SharesParent) {
 			a.Err = fmt.Errorf("shares %d: expected 0 to 2147483647", shares)

@@ -51,7 +51,10 @@ func steadyQueriesUseIndexes(t *testing.T, srv *mariadbtest.Server, schema strin
 	}
 	s, err := r.Refresh(ctx, at.Add(5*time.Minute))
 	if err == nil {
-		_, err = c.Pending(ctx)
+		_, err = c.PendingJobs(ctx, at)
+	}
+	if err == nil {
+		_, _, err = c.ClusterTRES(ctx, at)
 	}
 	if err == nil {
 		_, err = c.WindowUsage(ctx, at, 12*time.Hour, 8)

@@ -37,17 +37,22 @@ type QOS struct {
 	ID          uint32
 	Name        string
 	UsageFactor float64
+	Priority    uint32
 }
 
-const sqlQOS = "SELECT id, name, usage_factor FROM `qos_table` WHERE deleted = 0"
+const sqlQOS = "SELECT id, name, usage_factor, priority FROM `qos_table` WHERE deleted = 0"
 
 // QOS reads the live QOS with their UsageFactor.
 func (d *DB) QOS(ctx context.Context) (map[uint32]QOS, error) {
 	out := map[uint32]QOS{}
 	err := d.query(ctx, "reading qos_table", sqlQOS, func(r *sql.Rows) error {
 		var q QOS
-		if err := r.Scan(&q.ID, &q.Name, &q.UsageFactor); err != nil {
+		var prio sql.NullInt64
+		if err := r.Scan(&q.ID, &q.Name, &q.UsageFactor, &prio); err != nil {
 			return err
+		}
+		if prio.Int64 > 0 && prio.Int64 < 0xfffffffe {
+			q.Priority = uint32(prio.Int64)
 		}
 		out[q.ID] = q
 		return nil
@@ -264,26 +269,6 @@ func TRESCount(s string, id int) (count uint64, ok bool, err error) {
 		}
 	}
 	return 0, false, nil
-}
-
-// Pending counts each association's pending jobs (state JOB_PENDING) in
-// <cluster>_job_table.
-func (c Cluster) Pending(ctx context.Context) (map[uint32]int, error) {
-	table := c.table("job_table")
-	// time_end = 0 (true of every pending job) lets the rollup2 index
-	// skip the finished ones: state has no index
-	q := "SELECT id_assoc, COUNT(*) FROM " + table + " WHERE deleted = 0 AND time_end = 0 AND state = 0 GROUP BY id_assoc"
-	out := map[uint32]int{}
-	err := c.db.query(ctx, "reading pending jobs from "+table, q, func(r *sql.Rows) error {
-		var id uint32
-		var n int
-		if err := r.Scan(&id, &n); err != nil {
-			return err
-		}
-		out[id] = n
-		return nil
-	})
-	return out, err
 }
 
 // WindowUsage sums rolled-up billing usage (QOS UsageFactor applied as in

@@ -55,8 +55,12 @@ type Config struct {
 	// lets a small machine claim them).
 	CPUs int
 	// Partitions, all on the one node; the first is the default. Default
-	// p1 and p2.
+	// p1 and p2. An entry is a name, then any further PartitionName
+	// options ("p2 PriorityJobFactor=10").
 	Partitions []string
+	// Priority lines for slurm.conf instead of the default weights
+	// (PriorityWeightFairshare=100000, PriorityWeightAge=1000).
+	Priority []string
 	// Extra lines appended to slurm.conf.
 	Extra []string
 }
@@ -258,11 +262,16 @@ JobCompType=jobcomp/none
 PriorityType=priority/multifactor
 PriorityDecayHalfLife=%s
 PriorityCalcPeriod=1
-PriorityWeightFairshare=100000
-PriorityWeightAge=1000
 `, c.Name, c.host, c.ctldPort, c.dPort, c.Dir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife)
 	if c.cfg.PriorityFlags != "" {
 		fmt.Fprintf(&b, "PriorityFlags=%s\n", c.cfg.PriorityFlags)
+	}
+	prio := c.cfg.Priority
+	if prio == nil {
+		prio = []string{"PriorityWeightFairshare=100000", "PriorityWeightAge=1000"}
+	}
+	for _, l := range prio {
+		b.WriteString(l + "\n")
 	}
 	fmt.Fprintf(&b, "NodeName=n1 NodeHostname=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 State=UNKNOWN\n", c.host, c.cfg.CPUs)
 	for i, p := range c.cfg.Partitions {
@@ -270,7 +279,8 @@ PriorityWeightAge=1000
 		if i == 0 {
 			def = "YES"
 		}
-		fmt.Fprintf(&b, "PartitionName=%s Nodes=n1 Default=%s MaxTime=INFINITE State=UP\n", p, def)
+		name, opts, _ := strings.Cut(p, " ")
+		fmt.Fprintf(&b, "PartitionName=%s Nodes=n1 Default=%s MaxTime=INFINITE State=UP %s\n", name, def, opts)
 	}
 	for _, l := range c.cfg.Extra {
 		b.WriteString(l + "\n")

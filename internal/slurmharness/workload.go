@@ -22,15 +22,16 @@ func (c *Cluster) EnsureUnixUser(name string) {
 }
 
 // Submit starts a batch job of the given size that sleeps for seconds, as
-// the user (sbatch --uid works for root), and returns its job id.
-func (c *Cluster) Submit(user, account, partition string, cpus, seconds int) string {
+// the user (sbatch --uid works for root), and returns its job id. extra
+// are further sbatch options.
+func (c *Cluster) Submit(user, account, partition string, cpus, seconds int, extra ...string) string {
 	c.t.Helper()
 	args := []string{"--parsable", "--uid=" + user, "-A", account, "-n", fmt.Sprint(cpus), "--chdir=/tmp", "-o", "/dev/null", "-J", user,
 		fmt.Sprintf("--wrap=sleep %d", seconds)}
 	if partition != "" {
 		args = append(args, "-p", partition)
 	}
-	out := c.MustRun("sbatch", args...)
+	out := c.MustRun("sbatch", append(args, extra...)...)
 	id, _, _ := strings.Cut(strings.TrimSpace(out), ";")
 	return id
 }

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+)
+
+// FactorLine is one factor of a job's priority.
+type FactorLine struct {
+	Factor     string    `json:"factor"`
+	Normalized drift.Num `json:"normalized"`
+	Weight     float64   `json:"weight"`
+	Weighted   drift.Num `json:"weighted"`
+}
+
+// JobExplanation is one pending job's priority in one partition.
+type JobExplanation struct {
+	Cluster   string       `json:"cluster"`
+	At        time.Time    `json:"at"`
+	Job       uint32       `json:"job_id"`
+	ArrayTask string       `json:"array_task,omitempty"`
+	Partition string       `json:"partition"`
+	Account   string       `json:"account"`
+	User      string       `json:"user"`
+	QOS       string       `json:"qos"`
+	Priority  drift.Num    `json:"priority"`
+	Dominant  string       `json:"dominant_factor,omitempty"`
+	Factors   []FactorLine `json:"factors"`
+	// TRES is each weighted TRES's normalized factor.
+	TRES map[string]drift.Num `json:"tres,omitempty"`
+	// Unknown lists what the database cannot tell and what was assumed.
+	Unknown   []string     `json:"unknown"`
+	Fairshare *Explanation `json:"fairshare,omitempty"`
+}
+
+// explainJob explains job c.Job as of at: one explanation per partition.
+func (c *explainCmd) explainJob(env *runEnv, cl collector.Cluster, conf *slurmconf.Config, at time.Time) error {
+	if cl.Jobs == nil {
+		return fmt.Errorf("job %d: job priorities are computed for slurm.conf's cluster %s only, not %s", c.Job, conf.ClusterName, cl.Name)
+	}
+	var out []JobExplanation
+	for i := range cl.Jobs {
+		j := &cl.Jobs[i]
+		if j.ID != c.Job {
+			continue
+		}
+		x := jobExplanation(cl, conf, j, at)
+		if j.Assoc >= 0 {
+			a := cl.Assocs[j.Assoc]
+			if exps, err := explain(cl, at, a.User, a.Account); err == nil {
+				for k := range exps {
+					if exps[k].Path[len(exps[k].Path)-1].Partition == a.Partition {
+						x.Fairshare = &exps[k]
+					}
+				}
+			}
+		}
+		out = append(out, x)
+	}
+	if len(out) == 0 {
+		return fmt.Errorf("job %d: not pending in cluster %s at %s (or held, or not yet eligible: sprio leaves those out too)", c.Job, cl.Name, at.Format(time.RFC3339))
+	}
+	if c.Output == "json" {
+		return writeJSON(env.stdout, out)
+	}
+	for _, x := range out {
+		x.writeTable(env.stdout)
+	}
+	return nil
+}
+
+func jobExplanation(cl collector.Cluster, conf *slurmconf.Config, j *collector.Job, at time.Time) JobExplanation {
+	pc := conf.Priority()
+	x := JobExplanation{Cluster: cl.Name, At: at, Job: j.ID, ArrayTask: j.ArrayTask, Partition: j.Partition, Account: j.Account, User: j.User,
+		QOS: j.QOS, Priority: drift.Num(j.Priority)}
+	if j.Dominant >= 0 {
+		x.Dominant = j.Dominant.String()
+	}
+	for f := priority.Factor(0); f < priority.NumFactors; f++ {
+		x.Factors = append(x.Factors, FactorLine{Factor: f.String(), Normalized: drift.Num(j.Normalized[f]), Weight: pc.Weights[f], Weighted: drift.Num(j.Weighted[f])})
+	}
+	if len(j.TRES) > 0 {
+		x.TRES = map[string]drift.Num{}
+		for name, v := range j.TRES {
+			x.TRES[name] = drift.Num(v)
+		}
+	}
+	x.Unknown = []string{
+		"site factor: not in the database; 0 assumed",
+		"nice: not in the database; 0 assumed",
+		fmt.Sprintf("priority as the priority pass at %s computes it; sprio shows the last pass (PriorityCalcPeriod %s)", at.Format(time.RFC3339), conf.PriorityCalcPeriod),
+	}
+	if !j.AccrueExact {
+		x.Unknown = append(x.Unknown, fmt.Sprintf("age: AccountingStorageEnforce=limits: accrue limits may have started the age after the eligible time (%s) used here", time.Unix(j.Accrue, 0).Format(time.RFC3339)))
+	}
+	if math.IsNaN(j.Normalized[priority.TRES]) {
+		x.Unknown = append(x.Unknown, fmt.Sprintf("tres: partition %s does not hold every node of slurm.conf: its TRES totals are not in the database", j.Partition))
+	}
+	if j.Assoc < 0 {
+		x.Unknown = append(x.Unknown, "fairshare: the job's association is not in the database's tree")
+	}
+	return x
+}
+
+func (x JobExplanation) writeTable(w io.Writer) {
+	job := fmt.Sprint(x.Job)
+	if x.ArrayTask != "" {
+		job += "_" + x.ArrayTask
+	}
+	fmt.Fprintf(w, "job %s in partition %s, user %s, account %s, qos %s: cluster %s at %s\n\n", job, x.Partition, x.User, x.Account, x.QOS, x.Cluster, x.At.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "factor\tnormalized\tweight\tweighted\t")
+	for _, f := range x.Factors {
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t\n", f.Factor, normNum(f.Normalized), f.Weight, weightedNum(f.Weighted))
+	}
+	names := make([]string, 0, len(x.TRES))
+	for n := range x.TRES {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(tw, "  tres %s\t%s\t\t\t\n", n, normNum(x.TRES[n]))
+	}
+	fmt.Fprintf(tw, "priority\t\t\t%s\t\n", weightedNum(x.Priority))
+	tw.Flush()
+	if x.Dominant != "" {
+		fmt.Fprintf(w, "\nmost of it: %s\n", x.Dominant)
+	}
+	fmt.Fprintln(w, "\nnot known from the database:")
+	for _, u := range x.Unknown {
+		fmt.Fprintf(w, "  %s\n", u)
+	}
+	fmt.Fprintln(w)
+	if x.Fairshare != nil {
+		x.Fairshare.writeTable(w)
+	}
+}
+
+// normNum prints a normalized factor as sprio -n does (%.7f).
+func normNum(n drift.Num) string {
+	if math.IsNaN(float64(n)) {
+		return "-"
+	}
+	return fmt.Sprintf("%.7f", float64(n))
+}
+
+// weightedNum prints a weighted factor as sprio does (%.0f).
+func weightedNum(n drift.Num) string {
+	if math.IsNaN(float64(n)) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(n))
+}

@@ -1,0 +1,172 @@
+package refresh
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+)
+
+// PendingJob is one pending job in one partition, ready for
+// priority.Compute but for its fairshare factor, which Build adds.
+type PendingJob struct {
+	ID        uint32
+	ArrayTask string
+	// Assoc indexes Inputs.Tree (-1: not in it).
+	Assoc          int
+	Account, User  string
+	Partition, QOS string
+	Job            priority.Job
+}
+
+// Priorities are what Build needs to compute pending jobs' priorities.
+type Priorities struct {
+	Config  priority.Config
+	Cluster priority.Cluster
+	Jobs    []PendingJob
+}
+
+// pendingJobs reads the jobs pending at at and what normalizes their
+// factors: the cluster's TRES, QOS and association priorities, and
+// slurm.conf's partitions. sprio leaves out jobs not yet eligible and held
+// ones (priority 0); so does this.
+func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inputs) (*Priorities, []slurmdbd.PendingJob, error) {
+	at := in.Computed
+	rows, err := c.PendingJobs(ctx, at)
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.Name != e.Conf.ClusterName {
+		return nil, rows, nil // the weights in slurm.conf are its cluster's
+	}
+	p := &Priorities{Config: e.Conf.Priority()}
+	tres, _, err := c.ClusterTRES(ctx, at)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := e.db.TRESNames(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	clusterTRES := map[string]float64{}
+	for _, t := range tres {
+		clusterTRES[names[uint32(t[0])]] = float64(t[1])
+	}
+	p.Cluster.CPUs, p.Cluster.Nodes = clusterTRES["cpu"], clusterTRES["node"]
+	qos, err := e.db.QOS(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, q := range qos {
+		p.Cluster.MaxQOS = max(p.Cluster.MaxQOS, float64(q.Priority))
+	}
+	parts := map[string]slurmconf.Partition{}
+	for _, pt := range e.Conf.Partitions {
+		parts[pt.Name] = pt
+		p.Cluster.MaxPartition = max(p.Cluster.MaxPartition, float64(pt.PriorityJobFactor))
+	}
+	for _, v := range in.assocPriority {
+		p.Cluster.MaxAssoc = max(p.Cluster.MaxAssoc, float64(v))
+	}
+	index := make(map[uint32]int, len(in.assocIDs))
+	for i, id := range in.assocIDs {
+		index[id] = i
+	}
+	for _, r := range rows {
+		use := r.Eligible
+		if p.Config.AccrueAlways {
+			use = r.Submit
+		}
+		if r.Priority == 0 || use == 0 || use > at.Unix() {
+			continue
+		}
+		j := PendingJob{ID: r.ID, ArrayTask: r.ArrayTask, Assoc: -1, Account: r.Account, QOS: qos[r.QOS].Name}
+		j.Job = priority.Job{Submit: r.Submit, Eligible: r.Eligible, CPUs: float64(r.CPUs), Nodes: float64(r.Nodes),
+			TimeLimit: float64(r.TimeLimit), QOSPriority: float64(qos[r.QOS].Priority), FairShare: math.NaN()}
+		if i, ok := index[r.Assoc]; ok {
+			a := in.Tree.Association(i)
+			j.Assoc, j.User = i, a.User
+			if in.assocPriority != nil {
+				j.Job.AssocPriority = float64(in.assocPriority[i])
+			}
+		}
+		if counts, err := slurmdbd.TRESCounts(r.TRESReq); err == nil {
+			j.Job.TRES = make(map[string]float64, len(counts))
+			for _, t := range counts {
+				j.Job.TRES[names[uint32(t[0])]] = float64(t[1])
+			}
+		}
+		for _, name := range r.Partitions {
+			j.Partition = name
+			pt := parts[name]
+			j.Job.PartitionFactor = float64(pt.PriorityJobFactor)
+			j.Job.PartitionTRES = nil
+			if e.Conf.AllNodes(pt) {
+				j.Job.PartitionTRES = clusterTRES
+			}
+			if r.TimeLimit == 0xfffffffd { // NO_VAL: the partition's MaxTime
+				j.Job.TimeLimit = float64(pt.MaxTime)
+			}
+			p.Jobs = append(p.Jobs, j)
+		}
+	}
+	return p, rows, nil
+}
+
+// jobPriorities computes each pending job's priority with the fairshare
+// factor of the configured algorithm, and sums them up by account,
+// partition and QOS.
+func jobPriorities(in *Inputs, classic, ft []fairshare.Values) ([]collector.Job, []collector.PendingGroup) {
+	p := in.Priorities
+	if p == nil {
+		return nil, nil
+	}
+	fs := ft
+	if in.Settings.Algorithm != fairshare.AlgorithmFairTree {
+		fs = classic
+	}
+	at := in.Computed.Unix()
+	jobs := make([]collector.Job, len(p.Jobs))
+	type key struct{ account, partition, qos string }
+	groups := map[key][]int{}
+	for i := range p.Jobs {
+		pj := &p.Jobs[i]
+		j := pj.Job
+		if pj.Assoc >= 0 {
+			j.FairShare = fs[pj.Assoc].FairShare
+		}
+		jobs[i] = collector.Job{ID: pj.ID, ArrayTask: pj.ArrayTask, Account: pj.Account, User: pj.User, Partition: pj.Partition, QOS: pj.QOS,
+			Assoc: pj.Assoc, Submit: j.Submit, Result: p.Config.Compute(&p.Cluster, &j, at)}
+		k := key{pj.Account, pj.Partition, pj.QOS}
+		groups[k] = append(groups[k], i)
+	}
+	out := make([]collector.PendingGroup, 0, len(groups))
+	for k, idx := range groups {
+		g := collector.PendingGroup{Account: k.account, Partition: k.partition, QOS: k.qos, Jobs: len(idx)}
+		prios := make([]float64, len(idx))
+		for n, i := range idx {
+			prios[n] = jobs[i].Priority
+			if d := jobs[i].Dominant; d >= 0 {
+				g.Dominant[d]++
+			}
+		}
+		slices.Sort(prios)
+		g.Min, g.Max = prios[0], prios[len(prios)-1]
+		g.Median = prios[len(prios)/2]
+		if len(prios)%2 == 0 {
+			g.Median = (prios[len(prios)/2-1] + g.Median) / 2
+		}
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b collector.PendingGroup) int {
+		return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.Partition, b.Partition), strings.Compare(a.QOS, b.QOS))
+	})
+	return jobs, out
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// sprioFormat asks sprio for every factor, normalized (lower case) and
+// weighted (upper case), of each pending job and partition.
+// 22.05's sprio -o drops %o (account) and %n (QOS name).
+const sprioFormat = "%i|%r|%u|%a|%b|%f|%j|%p|%q|%t|%A|%B|%F|%J|%P|%Q|%T|%Y"
+
+// sprioRow is one line of sprio -o sprioFormat.
+type sprioRow struct {
+	job, partition, user string
+	norm, weighted                     priority.Factors
+	tresNorm                           map[string]float64
+	prio                               float64
+}
+
+func parseSprio(t *testing.T, out string) map[string]sprioRow {
+	t.Helper()
+	rows := map[string]sprioRow{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(strings.TrimSpace(l), "|")
+		if len(f) != 18 {
+			t.Fatalf("sprio line %q: expected 18 fields", l)
+		}
+		r := sprioRow{job: f[0], partition: f[1], user: f[2], tresNorm: map[string]float64{}}
+		num := func(s string) float64 {
+			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil {
+				t.Fatalf("sprio line %q: field %q: %v", l, s, err)
+			}
+			return v
+		}
+		for i, k := range []priority.Factor{priority.Age, priority.Assoc, priority.FairShare, priority.JobSize, priority.Partition, priority.QOS} {
+			r.norm[k], r.weighted[k] = num(f[3+i]), num(f[10+i])
+		}
+		for _, kv := range strings.Split(f[9], ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				r.tresNorm[strings.ToLower(k)] = num(v)
+			}
+		}
+		for _, kv := range strings.Split(f[16], ",") {
+			if _, v, ok := strings.Cut(kv, "="); ok {
+				r.weighted[priority.TRES] += num(v)
+			}
+		}
+		r.prio = num(f[17])
+		rows[r.job+"/"+r.partition] = r
+	}
+	return rows
+}
+
+// TestSprioRealSlurm computes pending jobs' priorities from the database
+// and slurm.conf of a real Slurm 22.05 with every weight non-zero, jobs
+// under several accounts, partitions (one job in two) and QOS, and checks
+// each against sprio taken right after the same decay pass: every
+// normalized factor within sprio's print precision (%.7f; TRES %.2f), the
+// priority within 1. Age: ACCRUE_ALWAYS makes the accrue time the submit
+// time, which the database holds exactly; the pass's moment is
+// priority_last_decay_ran, and a second is allowed for it. Fairshare: the
+// factor from sshare's FairShare must give sprio's exactly (the formula),
+// the one rebuilt from the database within the usage tolerance. A held job
+// and one with a later begin time are checked too: sprio leaves out the
+// first and, with ACCRUE_ALWAYS, lists the second.
+func TestSprioRealSlurm(t *testing.T) {
+	const maxAge = 600 // PriorityMaxAge below: age moves visibly
+	// limits: slurmctld charges a finished job's last partial pass, so
+	// the usage before the pending jobs is all charged
+	c := slurmharness.Start(t, slurmharness.Config{CPUs: 256, Enforce: "associations,limits",
+		Partitions:    []string{"p1 PriorityJobFactor=10", "p2 PriorityJobFactor=40"},
+		PriorityFlags: "ACCRUE_ALWAYS",
+		Priority: []string{"PriorityWeightFairshare=100000", "PriorityWeightAge=1000", "PriorityWeightJobSize=2000",
+			"PriorityWeightPartition=3000", "PriorityWeightQOS=5000", "PriorityWeightAssoc=700",
+			"PriorityWeightTRES=CPU=4000,Mem=1500", "PriorityMaxAge=0-00:10:00"},
+	})
+	for _, u := range []string{"alice", "bob", "carol"} {
+		c.EnsureUnixUser(u)
+	}
+	c.LoadTree([][]string{
+		{"add", "account", "phys", "parent=root", "fairshare=40"},
+		{"add", "account", "chem", "parent=root", "fairshare=60"},
+		{"add", "user", "alice", "account=phys", "fairshare=1"},
+		{"add", "user", "bob", "account=phys", "fairshare=2"},
+		{"add", "user", "carol", "account=chem", "fairshare=1"},
+	})
+	c.Sacctmgr("add", "qos", "high", "priority=100")
+	c.Sacctmgr("add", "qos", "low", "priority=10")
+	for _, u := range []string{"alice", "bob", "carol"} {
+		c.Sacctmgr("modify", "user", "where", "name="+u, "set", "qos+=high,low")
+	}
+	// association priority: phys's is inherited by alice and bob, carol
+	// has her own
+	c.Sacctmgr("modify", "account", "where", "name=phys", "set", "priority=50")
+	c.Sacctmgr("modify", "user", "where", "name=carol", "set", "priority=20")
+
+	// usage first, so that fairshare factors differ
+	used := []string{c.Submit("alice", "phys", "p1", 96, 40), c.Submit("carol", "chem", "p2", 32, 40), c.Submit("bob", "phys", "p2", 8, 40)}
+	c.WaitRunning(2*time.Minute, used...)
+	c.WaitGone(3*time.Minute, used...)
+	c.MustRun("scontrol", "update", "nodename=n1", "state=drain", "reason=sprio test")
+
+	pending := map[string]string{} // job id: what it is
+	pending[c.Submit("alice", "phys", "p1", 8, 60, "--qos=high")] = "alice p1 high"
+	pending[c.Submit("alice", "phys", "p2", 32, 60)] = "alice p2 normal"
+	pending[c.Submit("bob", "phys", "p1,p2", 4, 60, "--qos=low")] = "bob p1,p2 low"
+	pending[c.Submit("carol", "chem", "p2", 128, 60, "--qos=high", "-N", "1")] = "carol p2 high"
+	pending[c.Submit("bob", "phys", "p2", 2, 60, "--begin=now+3600")] = "bob later begin"
+	held := c.Submit("carol", "chem", "p1", 1, 60, "--hold")
+
+	// sprio and sshare right after one pass, before the next
+	var sprio map[string]sprioRow
+	var report *sshare.Output
+	var ran time.Time
+	for try := 0; ; try++ {
+		c.WaitDecayPass()
+		before := c.LastDecayRan()
+		out := c.MustRun("sprio", "-h", "-o", sprioFormat)
+		ss := c.Sshare("-a", "-l", "-P")
+		if !bytes.Equal(before, c.LastDecayRan()) && try < 3 {
+			continue
+		}
+		var err error
+		if ran, _, err = slurmstate.LastDecayRan(c.StateDir()); err != nil {
+			t.Fatal(err)
+		}
+		sprio = parseSprio(t, out)
+		if report, err = sshare.Parse(strings.NewReader(ss), nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sprio after the pass of %s:\n%s", ran.Format(time.RFC3339), out)
+		break
+	}
+	if len(sprio) != 6 { // bob's job in two partitions
+		t.Fatalf("sprio lists %d job partitions, want 6: %v", len(sprio), sprio)
+	}
+	if _, ok := sprio[held+"/p1"]; ok {
+		t.Errorf("sprio lists held job %s", held)
+	}
+
+	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reported := map[string]float64{} // account/user: FairShare
+	for _, r := range report.Rows {
+		reported[r.Account+"/"+r.User] = r.FairShare
+	}
+	seen := 0
+	for id, what := range pending {
+		var out, errOut bytes.Buffer
+		code := run([]string{"explain", "--job", id, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
+			"--reported.source", "none", "--output", "json"}, &out, &errOut)
+		var exps []JobExplanation
+		if err := json.Unmarshal(out.Bytes(), &exps); code != 0 || err != nil {
+			t.Fatalf("explain --job %s (%s): exit %d, %v\n%s\n%s", id, what, code, err, out.String(), errOut.String())
+		}
+		for _, x := range exps {
+			s, ok := sprio[id+"/"+x.Partition]
+			if !ok {
+				t.Errorf("job %s (%s) partition %s: computed, but sprio does not list it", id, what, x.Partition)
+				continue
+			}
+			seen++
+			checkAgainstSprio(t, id+" ("+what+") in "+x.Partition, x, s, reported[x.Account+"/"+x.User], maxAge)
+		}
+	}
+	if seen != len(sprio) {
+		t.Errorf("compared %d job partitions, sprio lists %d", seen, len(sprio))
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"explain", "--job", held, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--reported.source", "none"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "held") {
+		t.Errorf("explain --job %s (held): exit %d, want 2 and a reason naming held jobs\n%s", held, code, errOut.String())
+	}
+}
+
+func checkAgainstSprio(t *testing.T, what string, x JobExplanation, s sprioRow, reportedFS float64, maxAge float64) {
+	t.Helper()
+	const print7 = 0.5e-7 + 1e-9
+	for _, f := range x.Factors {
+		k := factorIndex(t, f.Factor)
+		tol := print7
+		switch k {
+		case priority.Age:
+			tol += 1 / maxAge // the pass's second
+		case priority.FairShare:
+			tol = 0.01 // usage rebuilt from the database (DefaultTolerance.Factor)
+		case priority.TRES:
+			continue // per TRES below
+		}
+		if d := math.Abs(float64(f.Normalized) - s.norm[k]); !(d <= tol) {
+			t.Errorf("job %s: %s %.7f, sprio %.7f (tolerance %.1g)", what, f.Factor, float64(f.Normalized), s.norm[k], tol)
+		}
+	}
+	for name, v := range s.tresNorm {
+		if d := math.Abs(float64(x.TRES[name]) - v); !(d <= 0.005+1e-9) {
+			t.Errorf("job %s: tres %s %.4f, sprio %.2f", what, name, float64(x.TRES[name]), v)
+		}
+	}
+	// the formula on Slurm's own fairshare: sprio's factor within print
+	// precision of sshare's FairShare (printed to 6 places)
+	if d := math.Abs(reportedFS - s.norm[priority.FairShare]); !(d <= 0.5e-6+print7) {
+		t.Errorf("job %s: sprio fairshare %.7f, sshare FairShare %.6f", what, s.norm[priority.FairShare], reportedFS)
+	}
+	// the priority from sprio's factors but our fairshare: the rest adds
+	// up as slurmctld adds it, but for sprio's rounding of the weighted
+	// fairshare, the truncations and the pass's second of age
+	fsWeight := x.Factors[priority.FairShare].Weight
+	ownFS := float64(x.Factors[priority.FairShare].Normalized)
+	want := s.prio - s.weighted[priority.FairShare] + ownFS*fsWeight
+	if d := math.Abs(float64(x.Priority) - want); !(d <= 2+x.Factors[priority.Age].Weight/maxAge) {
+		t.Errorf("job %s: priority %.0f, sprio %.0f (%.0f with our fairshare)", what, float64(x.Priority), s.prio, want)
+	}
+}
+
+func factorIndex(t *testing.T, name string) priority.Factor {
+	for f := priority.Factor(0); f < priority.NumFactors; f++ {
+		if f.String() == name {
+			return f
+		}
+	}
+	t.Fatalf("unknown factor %q", name)
+	return 0
+}
