@@ -26,9 +26,9 @@ const sprioFormat = "%i|%r|%u|%a|%b|%f|%j|%p|%q|%t|%A|%B|%F|%J|%P|%Q|%T|%Y"
 // sprioRow is one line of sprio -o sprioFormat.
 type sprioRow struct {
 	job, partition, user string
-	norm, weighted                     priority.Factors
-	tresNorm                           map[string]float64
-	prio                               float64
+	norm, weighted       priority.Factors
+	tresNorm             map[string]float64
+	prio                 float64
 }
 
 func parseSprio(t *testing.T, out string) map[string]sprioRow {
