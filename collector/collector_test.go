@@ -2,6 +2,7 @@ package collector_test
 
 import (
 	"flag"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -211,4 +212,37 @@ func publishedText(t *testing.T, snap *Snapshot, extended bool) (*Collector, str
 	rec := httptest.NewRecorder()
 	c.Handler(prometheus.NewRegistry()).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return c, rec.Body.String()
+}
+
+// TestPendingMetrics: the demo's pending jobs become the
+// slurmdbd_priority_* series, one set per account, partition and QOS.
+func TestPendingMetrics(t *testing.T) {
+	snap := refresh.Demo(time.Now(), 300)
+	cl := &snap.Clusters[0]
+	if len(cl.Pending) == 0 {
+		t.Fatal("the demo has no pending jobs")
+	}
+	_, text := publishedText(t, snap, false)
+	g := cl.Pending[0]
+	l := fmt.Sprintf(`account="%s",partition="%s",qos="%s",slurm_cluster="demo"`, g.Account, g.Partition, g.QOS)
+	for _, want := range []string{
+		fmt.Sprintf("slurmdbd_priority_pending_jobs{%s} %d\n", l, g.Jobs),
+		fmt.Sprintf("slurmdbd_priority_pending_job_priority_median{%s} %g\n", l, g.Median),
+		fmt.Sprintf("slurmdbd_priority_pending_job_priority_max{%s} %g\n", l, g.Max),
+		`slurmdbd_priority_weight{factor="fairshare",slurm_cluster="demo"} 100000` + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q", want)
+		}
+	}
+	dominated := 0
+	for _, n := range g.Dominant {
+		dominated += n
+	}
+	if dominated != g.Jobs {
+		t.Errorf("%d jobs by dominant factor, %d jobs", dominated, g.Jobs)
+	}
+	if got := strings.Count(text, "slurmdbd_priority_pending_jobs{"); got != len(cl.Pending) {
+		t.Errorf("%d pending_jobs series, %d groups", got, len(cl.Pending))
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -36,6 +37,10 @@ func Demo(now time.Time, n int) *collector.Snapshot {
 		Computed:      now,
 		Tolerance:     DefaultTolerance,
 	}
+	in.Priorities = &Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
+		Cluster: priority.Cluster{CPUs: 4096, Nodes: 64, MaxPartition: 10, MaxQOS: 100}}
+	pc := &in.Priorities.Config
+	pc.Weights = priority.Factors{priority.Age: 1000, priority.FairShare: 100000, priority.JobSize: 1000, priority.Partition: 5000, priority.QOS: 10000, priority.TRES: 2000}
 	assocs := make([]fairshare.Association, n)
 	lost := -1
 	root := tree.Association(tree.Root()).RawUsage
@@ -44,6 +49,21 @@ func Demo(now time.Time, n int) *collector.Snapshot {
 		in.TRES["cpu"][i] = a.RawUsage * (0.8 + 0.2*r.Float64())
 		in.TRES["mem"][i] = a.RawUsage * 4096 * r.Float64()
 		in.Pending[i] = a.IsUser() && r.IntN(4) == 0
+		for k := 0; in.Pending[i] && k < 1+r.IntN(5); k++ {
+			part, qos := "batch", "normal"
+			if r.IntN(3) == 0 {
+				part = "long"
+			}
+			if r.IntN(4) == 0 {
+				qos = "high"
+			}
+			cpus := float64(int(1) << r.IntN(10))
+			submit := now.Unix() - r.Int64N(3*86400)
+			in.Priorities.Jobs = append(in.Priorities.Jobs, PendingJob{ID: uint32(1000 + len(in.Priorities.Jobs)), Assoc: i, Account: a.Account, User: a.User,
+				Partition: part, QOS: qos, Job: priority.Job{Submit: submit, Eligible: submit, CPUs: cpus, Nodes: math.Ceil(cpus / 64),
+					TRES: map[string]float64{"cpu": cpus}, PartitionTRES: map[string]float64{"cpu": 4096},
+					PartitionFactor: map[string]float64{"batch": 10, "long": 2}[part], QOSPriority: map[string]float64{"normal": 10, "high": 100}[qos]}})
+		}
 		in.MauiUsage[i] = a.RawUsage / root
 		if lost < 0 && a.IsUser() && a.RawUsage > 0 {
 			lost = i

@@ -89,7 +89,7 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 		}
 		j := PendingJob{ID: r.ID, ArrayTask: r.ArrayTask, Assoc: -1, Account: r.Account, QOS: qos[r.QOS].Name}
 		j.Job = priority.Job{Submit: r.Submit, Eligible: r.Eligible, CPUs: float64(r.CPUs), Nodes: float64(r.Nodes),
-			TimeLimit: float64(r.TimeLimit), QOSPriority: float64(qos[r.QOS].Priority), FairShare: math.NaN()}
+			TimeLimit: float64(r.TimeLimit), QOSPriority: float64(qos[r.QOS].Priority)}
 		if i, ok := index[r.Assoc]; ok {
 			a := in.Tree.Association(i)
 			j.Assoc, j.User = i, a.User
@@ -139,6 +139,7 @@ func jobPriorities(in *Inputs, classic, ft []fairshare.Values) ([]collector.Job,
 	for i := range p.Jobs {
 		pj := &p.Jobs[i]
 		j := pj.Job
+		j.FairShare = math.NaN() // not in the tree: unknown
 		if pj.Assoc >= 0 {
 			j.FairShare = fs[pj.Assoc].FairShare
 		}
