@@ -163,6 +163,7 @@ func TestSprioRealSlurm(t *testing.T) {
 		reported[r.Account+"/"+r.User] = r.FairShare
 	}
 	seen := 0
+	first := map[string]float64{} // job/partition: priority
 	for id, what := range pending {
 		var out, errOut bytes.Buffer
 		code := run([]string{"explain", "--job", id, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
@@ -178,13 +179,34 @@ func TestSprioRealSlurm(t *testing.T) {
 				continue
 			}
 			seen++
+			first[id+"/"+x.Partition] = float64(x.Priority)
 			checkAgainstSprio(t, id+" ("+what+") in "+x.Partition, x, s, reported[x.Account+"/"+x.User], maxAge)
 		}
 	}
 	if seen != len(sprio) {
 		t.Errorf("compared %d job partitions, sprio lists %d", seen, len(sprio))
 	}
+	// --at a moment the job was pending, after it started: the same
+	var started string
+	for id, what := range pending {
+		if what == "alice p1 high" {
+			started = id
+		}
+	}
+	c.MustRun("scontrol", "update", "nodename=n1", "state=resume")
+	c.WaitRunning(2*time.Minute, started)
 	var out, errOut bytes.Buffer
+	code := run([]string{"explain", "--job", started, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
+		"--reported.source", "none", "--output", "json"}, &out, &errOut)
+	var exps []JobExplanation
+	if err := json.Unmarshal(out.Bytes(), &exps); code != 0 || err != nil || len(exps) != 1 {
+		t.Fatalf("explain --job %s --at (started since): exit %d, %v\n%s\n%s", started, code, err, out.String(), errOut.String())
+	}
+	if p := float64(exps[0].Priority); math.Abs(p-first[started+"/p1"]) > 2 {
+		t.Errorf("job %s after it started, --at when it was pending: priority %.0f, before %.0f", started, p, first[started+"/p1"])
+	}
+	out.Reset()
+	errOut.Reset()
 	if code := run([]string{"explain", "--job", held, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--reported.source", "none"}, &out, &errOut); code != 2 ||
 		!strings.Contains(errOut.String(), "held") {
 		t.Errorf("explain --job %s (held): exit %d, want 2 and a reason naming held jobs\n%s", held, code, errOut.String())

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 )
 
 // TestRealConfigs reads the slurm.conf files real Slurm 24.11.7 ran with
@@ -58,8 +59,8 @@ PriorityFlags=NO_FAIR_TREE,\
 MAX_TRES
 PriorityWeightTRES="CPU=1000,Mem=2000"
 Include prio.d/*.conf
-PartitionName=DEFAULT PriorityJobFactor=5
-PartitionName=gpu Nodes=n[1-4] TRESBillingWeights=CPU=1.0,Mem=0.25G,GRES/gpu=2.0 PriorityJobFactor=10 PriorityTier=2
+PartitionName=DEFAULT PriorityJobFactor=5 MaxTime=1-0
+PartitionName=gpu MaxTime=UNLIMITED Nodes=n[1-4] TRESBillingWeights=CPU=1.0,Mem=0.25G,GRES/gpu=2.0 PriorityJobFactor=10 PriorityTier=2
 NodeName=n[1-4] CPUs=64
 StateSaveLocation=/var/spool/slurm\#ctld
 `)},
@@ -80,6 +81,14 @@ StateSaveLocation=/var/spool/slurm\#ctld
 	}
 	if len(c.Partitions) != 1 || c.Partitions[0].TRESBillingWeights != "CPU=1.0,Mem=0.25G,GRES/gpu=2.0" || c.Partitions[0].PriorityJobFactor != 10 || c.Partitions[0].PriorityTier != 2 {
 		t.Errorf("partitions %+v", c.Partitions)
+	}
+	// PartitionName=DEFAULT fills in what later lines leave out
+	if p := c.Partitions[0]; p.Nodes != "n[1-4]" || p.MaxTime != Infinite || !c.AllNodes(p) {
+		t.Errorf("partition gpu: nodes %q max time %d, all nodes %v", p.Nodes, p.MaxTime, c.AllNodes(p))
+	}
+	pc := c.Priority()
+	if pc.WeightTRES["cpu"] != 1000 || pc.WeightTRES["mem"] != 2000 || pc.Weights[priority.TRES] != 3000 || !pc.EnforceLimits {
+		t.Errorf("priority config %+v", pc)
 	}
 	if c.StateSaveLocation != "/var/spool/slurm#ctld" {
 		t.Errorf(`\# gave %q`, c.StateSaveLocation)
@@ -124,6 +133,9 @@ func TestErrors(t *testing.T) {
 		{"just words\n", "slurm.conf:1: \"just\": expected Key=Value"},
 		{"A=\"unterminated\n", "unterminated quoted value"},
 		{"Include missing.conf\n", "Include /missing.conf: no such file"},
+		{"PriorityWeightTRES=CPU=x\n", `PriorityWeightTRES=CPU=x: entry "CPU=x": expected TRES=weight`},
+		{"NodeName=n[3-1]\n", `NodeName=n[3-1]: host list entry "n[3-1]": range "3-1"`},
+		{"PartitionName=p MaxTime=forever\n", "PartitionName=p MaxTime=forever: expected a time"},
 	} {
 		fsys := fstest.MapFS{"slurm.conf": {Data: []byte(tc.conf)}}
 		_, err := Load(fsys, "slurm.conf")
@@ -170,4 +182,18 @@ func FuzzConfig(f *testing.F) {
 			t.Fatalf("invalid config accepted: %+v", c)
 		}
 	})
+}
+
+func TestHostlist(t *testing.T) {
+	got, err := Hostlist("n[01-03,7],gpu1,x[9-10]")
+	want := []string{"n01", "n02", "n03", "n7", "gpu1", "x9", "x10"}
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("got %v, %v; want %v", got, err, want)
+	}
+	c := &Config{Nodes: []string{"a1", "a2", "b"}}
+	for nodes, all := range map[string]bool{"ALL": true, "a[1-2],b": true, "a[1-2]": false, "": false} {
+		if c.AllNodes(Partition{Nodes: nodes}) != all {
+			t.Errorf("Nodes=%s: all nodes %v, want %v", nodes, !all, all)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package slurmdbd
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,25 @@ func TestUnchargedTails(t *testing.T) {
 		if u.Uncharged[0] != u.Uncharged[2] {
 			t.Errorf("root's uncharged %v is not its subtree's %v", u.Uncharged[0], u.Uncharged[2])
 		}
+	}
+}
+
+// TestInheritedPriority: a NULL priority takes the nearest ancestor's, as
+// slurmdbd hands associations to slurmctld (as_mysql_assoc.c).
+func TestInheritedPriority(t *testing.T) {
+	rows := []Assoc{
+		{ID: 1, Account: "root"},
+		{ID: 2, Account: "phys", ParentAccount: "root", Priority: 50, HasPriority: true},
+		{ID: 3, Account: "theory", ParentAccount: "phys"},
+		{ID: 4, Account: "theory", User: "alice"},
+		{ID: 5, Account: "theory", User: "bob", Priority: 7, HasPriority: true},
+		{ID: 6, Account: "chem", ParentAccount: "root"},
+		{ID: 7, Account: "chem", User: "carol"},
+		{ID: 8, Account: "gone", User: "dave"}, // no account row
+	}
+	got := InheritedPriority(rows)
+	want := []uint32{0, 50, 50, 50, 7, 0, 0, 0}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }
