@@ -117,7 +117,14 @@ func overview() *dashboard.DashboardBuilder {
 			q(`slurmdbd_fairshare_shares_normalized{`+sel+`, algorithm="$algorithm", user="", parent="root"}`, "shares {{account}}"),
 			q(`slurmdbd_fairshare_usage_effective{`+sel+`, algorithm="$algorithm", user="", parent="root"}`, "usage {{account}}"))).
 		WithPanel(instant("Lowest Fair Tree ranks", unitPlain, "User associations last in Fair Tree order (rank: 1 is first; factor = rank / users).",
-			`bottomk(20, slurmdbd_fairshare_rank{`+sel+`})`))
+			`bottomk(20, slurmdbd_fairshare_rank{`+sel+`})`)).
+		WithRow(dashboard.NewRowBuilder("Pending jobs")).
+		WithPanel(series("Pending jobs by account", unitCount, "Eligible, not held pending jobs (one per partition a job asks for), as sprio lists them.",
+			q(`sum by (account) (slurmdbd_priority_pending_jobs{`+sel+`})`, "{{account}}"))).
+		WithPanel(series("Median priority by account", unitPlain, "Median multifactor priority of each account's pending jobs, recomputed from the database and slurm.conf (explain --job gives one job's factors).",
+			q(`max by (account) (slurmdbd_priority_pending_job_priority_median{`+sel+`})`, "{{account}}"))).
+		WithPanel(series("What sets pending jobs' priority", unitCount, "Pending jobs by the factor that contributes most to their priority: with fairshare on top, usage decides; with age, waiting time.",
+			q(`sum by (factor) (slurmdbd_priority_pending_jobs_dominant_factor{`+sel+`})`, "{{factor}}")))
 }
 
 func drilldown() *dashboard.DashboardBuilder {
