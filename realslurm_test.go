@@ -465,15 +465,44 @@ func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 // SELECT-only user, sshare run by check itself, and decodes its JSON.
 func runDatabaseCheck(t *testing.T, c *slurmharness.Cluster) (code int, rep drift.Report, stderr string) {
 	t.Helper()
-	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(t.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dsnFile := readerDSNFile(t, c)
 	var out, errOut bytes.Buffer
 	code = run([]string{"check", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--output", "json"}, &out, &errOut)
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("check database mode exited %d: %v\n%s\n%s", code, err, out.String(), errOut.String())
 	}
 	return code, rep, errOut.String()
+}
+
+// readerDSNFile creates a SELECT-only database user for the exporter and
+// writes its DSN to a file.
+func readerDSNFile(t testing.TB, c *slurmharness.Cluster) string {
+	t.Helper()
+	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dsnFile
+}
+
+// loadTwoAccounts builds the small tree several tests share: phys (40)
+// with alice (1) and bob (2), chem (60) with carol (1) and the extra
+// users (1 each), their Unix users first.
+func loadTwoAccounts(c *slurmharness.Cluster, extra ...string) {
+	users := append([]string{"alice", "bob", "carol"}, extra...)
+	for _, u := range users {
+		c.EnsureUnixUser(u)
+	}
+	tree := [][]string{
+		{"add", "account", "phys", "parent=root", "fairshare=40"},
+		{"add", "account", "chem", "parent=root", "fairshare=60"},
+		{"add", "user", "alice", "account=phys", "fairshare=1"},
+		{"add", "user", "bob", "account=phys", "fairshare=2"},
+		{"add", "user", "carol", "account=chem", "fairshare=1"},
+	}
+	for _, u := range extra {
+		tree = append(tree, []string{"add", "user", u, "account=chem", "fairshare=1"})
+	}
+	c.LoadTree(tree)
 }

@@ -21,17 +21,7 @@ import (
 // that is exact up to sshare's truncation to an integer.
 func TestRealSlurmRollup(t *testing.T) {
 	c := slurmharness.Start(t, slurmharness.Config{CPUs: 1024, HalfLife: "1000-0", Enforce: "associations,limits"})
-	users := []string{"alice", "bob", "carol"}
-	for _, u := range users {
-		c.EnsureUnixUser(u)
-	}
-	c.LoadTree([][]string{
-		{"add", "account", "phys", "parent=root", "fairshare=40"},
-		{"add", "account", "chem", "parent=root", "fairshare=60"},
-		{"add", "user", "alice", "account=phys", "fairshare=1"},
-		{"add", "user", "bob", "account=phys", "fairshare=2"},
-		{"add", "user", "carol", "account=chem", "fairshare=1"},
-	})
+	loadTwoAccounts(c)
 	first := time.Now()
 	var ids []string
 	for i, j := range []struct {

@@ -103,11 +103,7 @@ func BenchmarkScale(b *testing.B) {
 		comp = append(comp, time.Since(t))
 	}
 
-	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(b.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	dsnFile := readerDSNFile(b, c)
 	bin := exporterBinary(b)
 	t0 = time.Now()
 	// the exporter runs sshare too: allow it as long as one run took here

@@ -218,23 +218,8 @@ func (s *served) waitScrape(what string, d time.Duration, ok func(map[string]flo
 func TestServeRealSlurm(t *testing.T) {
 	testenv.Require(t, []string{"promtool"}, []string{"prometheus"})
 	c := slurmharness.Start(t, slurmharness.Config{CPUs: 1024, Enforce: "associations,limits"})
-	users := []string{"alice", "bob", "carol", "dave"}
-	for _, u := range users {
-		c.EnsureUnixUser(u)
-	}
-	c.LoadTree([][]string{
-		{"add", "account", "phys", "parent=root", "fairshare=40"},
-		{"add", "account", "chem", "parent=root", "fairshare=60"},
-		{"add", "user", "alice", "account=phys", "fairshare=1"},
-		{"add", "user", "bob", "account=phys", "fairshare=2"},
-		{"add", "user", "carol", "account=chem", "fairshare=1"},
-		{"add", "user", "dave", "account=chem", "fairshare=1"},
-	})
-	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(t.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	loadTwoAccounts(c, "dave")
+	dsnFile := readerDSNFile(t, c)
 	bin := exporterBinary(t)
 	s := startServe(t, bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
 	name := c.Name

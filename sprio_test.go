@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,16 +87,7 @@ func TestSprioRealSlurm(t *testing.T) {
 			"PriorityWeightPartition=3000", "PriorityWeightQOS=5000", "PriorityWeightAssoc=700",
 			"PriorityWeightTRES=CPU=4000,Mem=1500", "PriorityMaxAge=0-00:10:00"},
 	})
-	for _, u := range []string{"alice", "bob", "carol"} {
-		c.EnsureUnixUser(u)
-	}
-	c.LoadTree([][]string{
-		{"add", "account", "phys", "parent=root", "fairshare=40"},
-		{"add", "account", "chem", "parent=root", "fairshare=60"},
-		{"add", "user", "alice", "account=phys", "fairshare=1"},
-		{"add", "user", "bob", "account=phys", "fairshare=2"},
-		{"add", "user", "carol", "account=chem", "fairshare=1"},
-	})
+	loadTwoAccounts(c)
 	c.Sacctmgr("add", "qos", "high", "priority=100")
 	c.Sacctmgr("add", "qos", "low", "priority=10")
 	for _, u := range []string{"alice", "bob", "carol"} {
@@ -153,11 +142,7 @@ func TestSprioRealSlurm(t *testing.T) {
 		t.Errorf("sprio lists held job %s", held)
 	}
 
-	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(t.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dsnFile := readerDSNFile(t, c)
 	reported := map[string]float64{} // account/user: FairShare
 	for _, r := range report.Rows {
 		reported[r.Account+"/"+r.User] = r.FairShare

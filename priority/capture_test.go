@@ -33,12 +33,7 @@ func TestCaptures(t *testing.T) {
 				}
 				sp := readSprio(t, filepath.Join(dir, tc.sprio))
 				job := readJob(t, filepath.Join(dir, "job_table.tsv"), sp["JOBID"])
-				f, err := os.Open(filepath.Join(dir, tc.sshare))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				out, err := sshare.Parse(f, nil)
+				out, err := sshare.ParseFile(filepath.Join(dir, tc.sshare))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,12 +126,7 @@ func TestReleases(t *testing.T) {
 // same order (sshare lists by lineage, as slurmctld keeps siblings).
 func compareWithSshare(t *testing.T, tree *Tree, file string, sameOrder bool) {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out, err := sshare.Parse(f, nil)
+	out, err := sshare.ParseFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}

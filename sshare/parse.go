@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -137,6 +138,20 @@ const maxLine = 1 << 20
 // Layout names the columns of output without a header, given the number of
 // fields on its first line (see ColumnsForCount).
 type Layout func(fields int) ([]string, error)
+
+// ParseFile is Parse of a file with a header line; errors name the file.
+func ParseFile(path string) (*Output, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out, err := Parse(f, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
 
 // Parse reads `sshare -P` (or -p) output. A header line, when present,
 // names the columns; otherwise layout must name them, or Parse returns
