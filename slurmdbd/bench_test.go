@@ -37,7 +37,7 @@ func BenchmarkLoad(b *testing.B) {
 		}
 		t := at
 		for b.Loop() {
-			t = t.Add(5 * time.Minute)
+			t = t.Add(time.Minute) // serve's default --refresh-interval
 			if _, err := r.Refresh(ctx, t); err != nil {
 				b.Fatal(err)
 			}

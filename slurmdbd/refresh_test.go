@@ -18,9 +18,19 @@ import (
 // association set changes or slurmdbd rewinds its rollups.
 func TestRefresherMatchesFullLoad(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
+	byTime := releases[2]
+	byTime.alter = "ALTER TABLE v2411_assoc_usage_hour_table DROP INDEX archive_purge, ADD INDEX (time_start)"
+	for _, rel := range []release{releases[2], byTime} {
+		t.Run(rel.alter, func(t *testing.T) { refresherMatchesFullLoad(t, srv, rel) })
+	}
+}
+
+// refresherMatchesFullLoad runs on 24.11's hour table indexed by mod_time
+// as it comes, and by time_start as up to 23.02.
+func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release) {
 	ctx := context.Background()
-	_, c, db := openRelease(t, srv, releases[2]) // 24.11
-	const base = 1795320000                      // 04:00, the hour after the real rollup
+	_, c, db := openRelease(t, srv, rel)
+	const base = 1795320000 // 04:00, the hour after the real rollup
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
 	check := func(at time.Time, wantFull bool) {
@@ -64,28 +74,37 @@ func TestRefresherMatchesFullLoad(t *testing.T) {
 		rollTo(h)
 		check(time.Unix(int64(base+h*3600+900), 0), false)
 	}
+	// a re-roll of an hour inside the re-read window (slurmdbd stamps
+	// mod_time), then a row marked deleted, without a change of last_ran:
+	// a steady refresh reads only the changed rows (recentHours), within
+	// RecheckHours without a mod_time index
+	recheck := int64(RecheckHours.Seconds())
+	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_usage_hour_table SET alloc_secs = alloc_secs * 3, mod_time = %d WHERE time_start = %d", db, base+11*3600, base+8*3600))
+	check(time.Unix(int64(base+10*3600+900)+recheck, 0), false)
+	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_usage_hour_table SET deleted = 1, mod_time = %d WHERE time_start = %d AND id = 10", db, base+11*3600, base+9*3600))
+	check(time.Unix(int64(base+10*3600+900)+2*recheck, 0), false)
 	if r.FullLoads != 1 {
 		t.Errorf("%d full loads, want 1", r.FullLoads)
 	}
 	// slurmdbd re-rolls after an outage: last_ran goes back, everything is
 	// read again.
 	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d", db, base+3*3600))
-	check(time.Unix(base+10*3600+1200, 0), true)
+	check(time.Unix(base+10*3600+3200, 0), true)
 	// A new association: read again.
 	srv.MustSQL(fmt.Sprintf("USE %s; INSERT INTO v2411_assoc_table (creation_time, mod_time, id_assoc, user, acct, parent_acct, id_parent, lineage, shares)"+
 		" VALUES (1, 1, 500, '', 'newacct', 'root', 1, '/newacct/', 5)", db))
-	check(time.Unix(base+10*3600+1500, 0), true)
-	check(time.Unix(base+10*3600+1800, 0), false)
+	check(time.Unix(base+10*3600+3500, 0), true)
+	check(time.Unix(base+10*3600+3800, 0), false)
 
 	// The association table is read again only when it changed (slurmdbd
 	// sets mod_time): a shares edit is seen at the next refresh.
 	reads := r.AssocReads
-	check(time.Unix(base+10*3600+2100, 0), false)
+	check(time.Unix(base+10*3600+4100, 0), false)
 	if r.AssocReads != reads {
 		t.Errorf("unchanged association table read again")
 	}
 	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_table SET shares = 77, mod_time = UNIX_TIMESTAMP() - 10 WHERE id_assoc = 500", db))
-	got, err := r.Refresh(ctx, time.Unix(base+10*3600+2400, 0))
+	got, err := r.Refresh(ctx, time.Unix(base+10*3600+4400, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

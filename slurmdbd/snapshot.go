@@ -100,6 +100,9 @@ type Refresher struct {
 		tree        *Tree
 		fingerprint uint64
 	}
+	recent   recentHours
+	layout   *Layout
+	layoutAt int64
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
 	// AssocReads counts refreshes that read the association table.
@@ -160,12 +163,23 @@ func (r *Refresher) Seed(o *Refresher) {
 }
 
 // Refresh rebuilds raw usage at at.
-func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error) {
+func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err error) {
 	c := r.Cluster
-	l, err := c.Layout(ctx)
-	if err != nil {
-		return nil, err
+	defer func() {
+		if err != nil {
+			r.layout = nil // a schema upgrade may be why: look again
+		}
+	}()
+	// the schema changes only with a slurmdbd upgrade: reading
+	// information_schema was a tenth of a steady refresh
+	if r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt {
+		l, err := c.Layout(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.layout, r.layoutAt = &l, at.Unix()
 	}
+	l := *r.layout
 	rows, tree, err := r.associations(ctx, l)
 	if err != nil {
 		return nil, err
@@ -274,7 +288,10 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (*Snapshot, error
 	r.fingerprint, r.frozenAt, r.lastRollup = fp, now, lastRan.Hourly
 	in.Base = r.frozen
 	if lastRan.OK {
-		if in.Hours, err = c.Usage(ctx, l, qos, Hour, r.watermark, end); err != nil {
+		if full {
+			r.recent.rows = nil
+		}
+		if in.Hours, err = r.hours(ctx, l, qos, r.watermark, end, lastRan.Hourly, at.Unix()); err != nil {
 			return nil, err
 		}
 	}
