@@ -94,7 +94,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 		}
 	}
 	e := &refresh.Exporter{DSN: dsn, Conf: conf, StateDir: stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
-		Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, MauiInterval: 12 * time.Hour}
+		Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, MauiInterval: 12 * time.Hour, WhatIf: true}
 	cl, err := e.Once(ctx, name, at, out)
 	if err != nil {
 		return err

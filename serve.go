@@ -182,6 +182,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		Tolerance:    refresh.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},
 		Maui:         s.maui(),
 		MauiInterval: s.MauiInterval,
+		WhatIf:       s.Extended,
 		Filter:       filter, Collector: col, Log: log,
 	}
 	switch s.ReportedSource {

@@ -265,8 +265,8 @@ func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
 		if !extended {
 			continue
 		}
-		for tres, v := range a.TRESUsage {
-			gauge(descTRESUsage, v, append(l, tres)...)
+		for k, v := range a.TRES {
+			gauge(descTRESUsage, v, append(l, cl.TRESNames[k])...)
 		}
 		set(descNormUsage, a.Classic.NormUsage)
 		set(descFactor, a.TicketBased, "ticket_based")

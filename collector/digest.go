@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
-	"slices"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
@@ -33,6 +32,10 @@ func assocDigest(s *Snapshot, extended bool) uint64 {
 		str(cl.Name)
 		str(string(cl.Algorithm))
 		num(float64(len(cl.Assocs)))
+		num(float64(len(cl.TRESNames)))
+		for _, n := range cl.TRESNames {
+			str(n)
+		}
 		for j := range cl.Assocs {
 			a := &cl.Assocs[j]
 			str(a.Account)
@@ -51,16 +54,9 @@ func assocDigest(s *Snapshot, extended bool) uint64 {
 				num(v.LevelFS)
 				num(float64(v.Rank))
 			}
-			if len(a.TRESUsage) > 0 {
-				names := make([]string, 0, len(a.TRESUsage))
-				for n := range a.TRESUsage {
-					names = append(names, n)
-				}
-				slices.Sort(names)
-				for _, n := range names {
-					str(n)
-					num(a.TRESUsage[n])
-				}
+			num(float64(len(a.TRES)))
+			for _, v := range a.TRES {
+				num(v)
 			}
 		}
 	}

@@ -14,13 +14,13 @@ import (
 // TRES included, renders again.
 func TestPublishKeepsUnchangedAssociations(t *testing.T) {
 	snap := func(mutate func(*Association)) *Snapshot {
-		a := Association{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10, TRESUsage: map[string]float64{"cpu": 1, "mem": 2},
+		a := Association{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10, TRES: []float64{1, 2},
 			Classic: fairshare.Values{NormShares: 1, FairShare: 0.5, NormUsage: math.NaN()}, TicketBased: math.NaN(), Maui: math.NaN(),
 			ReportedFactor: math.NaN(), ReportedUsage: math.NaN(), Uncharged: math.NaN()}
 		if mutate != nil {
 			mutate(&a)
 		}
-		return &Snapshot{Published: time.Now(), Clusters: []Cluster{{Name: "c", Algorithm: fairshare.AlgorithmClassic, Assocs: []Association{a}, Computed: time.Now()}}}
+		return &Snapshot{Published: time.Now(), Clusters: []Cluster{{Name: "c", Algorithm: fairshare.AlgorithmClassic, Assocs: []Association{a}, TRESNames: []string{"cpu", "mem"}, Computed: time.Now()}}}
 	}
 	c := New()
 	c.Extended = true
@@ -33,7 +33,7 @@ func TestPublishKeepsUnchangedAssociations(t *testing.T) {
 	for name, m := range map[string]func(*Association){
 		"usage":         func(a *Association) { a.RawUsage = 11 },
 		"NaN to number": func(a *Association) { a.ReportedFactor = 0.3 },
-		"TRES":          func(a *Association) { a.TRESUsage = map[string]float64{"cpu": 1, "mem": 3} },
+		"TRES":          func(a *Association) { a.TRES = []float64{1, 3} },
 		"rank":          func(a *Association) { a.FairTree.Rank = 2 },
 		"parent":        func(a *Association) { a.Parent = "b" },
 	} {

@@ -15,11 +15,11 @@ type Association struct {
 	Account, User, Partition, Parent string
 	Shares                           uint32
 	// RawUsage is the decayed billing usage rebuilt from the database;
-	// TRESUsage the same per TRES name (cpu, mem, gres/gpu, ...).
-	RawUsage  float64
-	TRESUsage map[string]float64
-	Classic   fairshare.Values
-	FairTree  fairshare.Values
+	// TRES the same per TRES, named by Cluster.TRESNames (nil: none).
+	RawUsage float64
+	TRES     []float64
+	Classic  fairshare.Values
+	FairTree fairshare.Values
 	// TicketBased and Maui are the what-if factors (NaN when not computed).
 	TicketBased float64
 	Maui        float64
@@ -67,6 +67,8 @@ type Cluster struct {
 	Applied   fairshare.Algorithm
 	Config    Config
 	Assocs    []Association
+	// TRESNames name Association.TRES (cpu, mem, gres/gpu, ...), sorted.
+	TRESNames []string
 	// Dropped counts associations the cardinality controls left out.
 	Dropped int
 	// LastRollup is last_ran_table.hourly_rollup (zero before the first).

@@ -6,7 +6,9 @@ package refresh
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
@@ -112,6 +114,10 @@ func Build(in *Inputs) (collector.Cluster, error) {
 	cl := collector.Cluster{Name: in.Name, Algorithm: s.Algorithm, Config: s.Config, LastRollup: in.LastRollup, Computed: in.Computed}
 	n := t.Len()
 	cl.Assocs = make([]collector.Association, n)
+	// one backing array for every association's TRES: a map each was 40%
+	// of Build at 11k associations
+	cl.TRESNames = slices.Sorted(maps.Keys(in.TRES))
+	tres := make([]float64, n*len(cl.TRESNames))
 	var ticket []fairshare.Values
 	if in.Pending != nil {
 		ticket, _ = t.TicketBased(in.Pending, s.Dampening)
@@ -135,10 +141,10 @@ func Build(in *Inputs) (collector.Cluster, error) {
 		if in.Uncharged != nil {
 			o.Uncharged = in.Uncharged[i]
 		}
-		if len(in.TRES) > 0 {
-			o.TRESUsage = make(map[string]float64, len(in.TRES))
-			for name, v := range in.TRES {
-				o.TRESUsage[name] = v[i]
+		if k := len(cl.TRESNames); k > 0 {
+			o.TRES = tres[i*k : (i+1)*k : (i+1)*k]
+			for j, name := range cl.TRESNames {
+				o.TRES[j] = in.TRES[name][i]
 			}
 		}
 	}

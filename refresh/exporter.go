@@ -64,9 +64,12 @@ type Exporter struct {
 	// off.
 	Maui         fairshare.MauiConfig
 	MauiInterval time.Duration
-	Filter       collector.Filter
-	Collector    *collector.Collector
-	Log          zerolog.Logger
+	// WhatIf computes the what-if views (ticket-based, Maui), which only
+	// --collector.extended exports and explain shows.
+	WhatIf    bool
+	Filter    collector.Filter
+	Collector *collector.Collector
+	Log       zerolog.Logger
 	// QueryTimeout bounds each query (0: slurmdbd.DefaultTimeout).
 	QueryTimeout time.Duration
 
@@ -439,6 +442,9 @@ func (e *Exporter) extras(ctx context.Context, c slurmdbd.Cluster, cs *clusterSt
 		return err
 	}
 	in.Priorities = prio
+	if !e.WhatIf {
+		return nil
+	}
 	pending := map[uint32]bool{}
 	for _, r := range rows {
 		pending[r.Assoc] = true
@@ -573,6 +579,7 @@ func (e *Exporter) publish() {
 			cl, _ = Build(&in)
 		}
 		cl.Assocs, cl.Dropped = e.Filter.Apply(cl.Assocs)
+		cl.Jobs = nil // explain's detail: the metrics hold the groups, and the filter moved the associations it indexes
 		if cl.Dropped > 0 {
 			e.Log.Warn().Str("slurm_cluster", name).Int("dropped", cl.Dropped).Int("max", e.Filter.MaxAssociations).Msg("too many associations to export: some left out (--collector.max-associations)")
 		}
