@@ -14,6 +14,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -102,6 +103,8 @@ type Inputs struct {
 	Priorities *Priorities
 
 	assocIDs      []uint32 // id_assoc of each tree association
+	tresNames     map[uint32]string
+	qos           map[uint32]slurmdbd.QOS
 	assocPriority []uint32 // inherited priority of each (nil: weight 0)
 }
 

@@ -422,7 +422,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 	for i, r := range snap.Tree.Row {
 		ids[i] = snap.Rows[r].ID
 	}
-	in.assocIDs = ids
+	in.assocIDs, in.tresNames, in.qos = ids, snap.TRESNames, snap.QOS
 	if conf.PriorityWeightAssoc > 0 {
 		rowPrio := slurmdbd.InheritedPriority(snap.Rows)
 		in.assocPriority = make([]uint32, len(ids))

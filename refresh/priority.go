@@ -51,19 +51,12 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 	if err != nil {
 		return nil, nil, err
 	}
-	names, err := e.db.TRESNames(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
+	names, qos := in.tresNames, in.qos
 	clusterTRES := map[string]float64{}
 	for _, t := range tres {
 		clusterTRES[names[uint32(t[0])]] = float64(t[1])
 	}
 	p.Cluster.CPUs, p.Cluster.Nodes = clusterTRES["cpu"], clusterTRES["node"]
-	qos, err := e.db.QOS(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
 	for _, q := range qos {
 		p.Cluster.MaxQOS = max(p.Cluster.MaxQOS, float64(q.Priority))
 	}

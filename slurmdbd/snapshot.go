@@ -38,6 +38,8 @@ type Snapshot struct {
 	// names the ids (cpu, mem, gres/gpu, ...).
 	TRES      map[uint32][]float64
 	TRESNames map[uint32]string
+	// QOS are qos_table's live rows, by id.
+	QOS map[uint32]QOS
 	// Uncharged is finished jobs' uncharged billing usage per tree
 	// association (see Usage.Uncharged).
 	Uncharged []float64
@@ -309,7 +311,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	for i := range tree.Assocs {
 		tree.Assocs[i].RawUsage = usage.Raw[i]
 	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, TRESNames: names, LastRan: lastRan, At: at, Full: full,
+	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, TRESNames: names, QOS: qos, LastRan: lastRan, At: at, Full: full,
 		Problems: append(tree.Problems, problems...)}, nil
 }
 
