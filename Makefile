@@ -28,6 +28,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 -count 5 ./fairshare
 	$(GO) test -run '^$$' -bench Load -benchtime 3x ./slurmdbd
 	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
+	$(GO) test -run '^$$' -bench Publish100k -benchtime 5x ./collector
 	$(MAKE) bench-scale
 
 ## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)

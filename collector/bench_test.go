@@ -78,3 +78,17 @@ func BenchmarkScrape10k(b *testing.B) {
 	b.ReportMetric(float64(len(snap.Clusters[0].Assocs)), "assocs")
 	b.ReportMetric(float64(publish.Milliseconds()), "publish-ms")
 }
+
+// BenchmarkPublish100k renders the demo cluster's exposition at 100,000
+// associations, as after a decay pass (every association series anew):
+// its time and, with -benchmem, the garbage it makes, which sets the
+// exporter's peak RSS at that size.
+func BenchmarkPublish100k(b *testing.B) {
+	snap := refresh.Demo(time.Now(), 100000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := collector.New().Publish(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -231,14 +231,23 @@ func b2f(b bool) float64 {
 // what-if factors (ticket_based, maui): 17 and more per association.
 func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
 	fairTree := cl.Algorithm == fairshare.AlgorithmFairTree
-	for i := range cl.Assocs {
-		a := &cl.Assocs[i]
-		l := []string{cl.Name, a.Account, a.User, a.Partition, a.Parent}
-		set := func(d *prometheus.Desc, v float64, extra ...string) {
-			if !math.IsNaN(v) {
-				gauge(d, v, append(l, extra...)...)
+	// one label buffer for every sample: the sinks keep no label slice,
+	// and a slice per sample was most of a publish's garbage at 100k
+	lb := make([]string, len(assocLabels)+1)
+	l := lb[:len(assocLabels)]
+	with := func(extra string) []string { lb[len(l)] = extra; return lb }
+	set := func(d *prometheus.Desc, v float64, extra ...string) {
+		if !math.IsNaN(v) {
+			if len(extra) > 0 {
+				gauge(d, v, with(extra[0])...)
+			} else {
+				gauge(d, v, l...)
 			}
 		}
+	}
+	for i := range cl.Assocs {
+		a := &cl.Assocs[i]
+		l[0], l[1], l[2], l[3], l[4] = cl.Name, a.Account, a.User, a.Partition, a.Parent
 		gauge(descShares, float64(a.Shares), l...)
 		gauge(descUsage, a.RawUsage, l...)
 		for _, alg := range []struct {
@@ -257,7 +266,7 @@ func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
 		if fairTree || extended {
 			set(descLevelFS, a.FairTree.LevelFS)
 			if a.FairTree.Rank > 0 {
-				gauge(descRank, float64(a.FairTree.Rank), l...)
+				set(descRank, float64(a.FairTree.Rank))
 			}
 		}
 		set(descReportedFactor, a.ReportedFactor)
@@ -266,7 +275,7 @@ func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
 			continue
 		}
 		for k, v := range a.TRES {
-			gauge(descTRESUsage, v, append(l, cl.TRESNames[k])...)
+			gauge(descTRESUsage, v, with(cl.TRESNames[k])...)
 		}
 		set(descNormUsage, a.Classic.NormUsage)
 		set(descFactor, a.TicketBased, "ticket_based")

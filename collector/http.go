@@ -33,27 +33,12 @@ func (c *Collector) Publish(s *Snapshot) error {
 	if prev != nil && prev.digest == digest {
 		e.assocs = prev.assocs
 	} else {
-		var w textWriter
-		collectAssociations(s, c.Extended, w.add)
-		e.assocs = gzipped(w.render())
+		e.assocs = renderGzip(func(out sink) { collectAssociations(s, c.Extended, out) })
 	}
-	var w textWriter
-	collectStatic(s, w.add)
-	e.other = gzipped(w.render())
+	e.other = renderGzip(func(out sink) { collectStatic(s, out) })
 	c.snap.Store(s)
 	c.enc.Store(e)
 	return nil
-}
-
-func gzipped(text []byte) []byte {
-	var gz bytes.Buffer
-	gz.Grow(len(text)/8 + 64)
-	zw := gzipWriters.Get().(*gzip.Writer)
-	zw.Reset(&gz)
-	zw.Write(text)
-	zw.Close()
-	gzipWriters.Put(zw)
-	return gz.Bytes()
 }
 
 // Live is the half of the metrics that changes with the time of the
