@@ -44,6 +44,9 @@ type JobExplanation struct {
 
 // explainJob explains job c.Job as of at: one explanation per partition.
 func (c *explainCmd) explainJob(env *runEnv, cl collector.Cluster, conf *slurmconf.Config, at time.Time) error {
+	if conf.PriorityType != "priority/multifactor" {
+		return fmt.Errorf("job %d: slurm.conf's PriorityType is %s: only priority/multifactor weighs factors", c.Job, conf.PriorityType)
+	}
 	if cl.Jobs == nil {
 		return fmt.Errorf("job %d: job priorities are computed for slurm.conf's cluster %s only, not %s", c.Job, conf.ClusterName, cl.Name)
 	}

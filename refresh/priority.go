@@ -43,8 +43,10 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 	if err != nil {
 		return nil, nil, err
 	}
-	if in.Name != e.Conf.ClusterName {
-		return nil, rows, nil // the weights in slurm.conf are its cluster's
+	if in.Name != e.Conf.ClusterName || e.Conf.PriorityType != "priority/multifactor" {
+		// the weights in slurm.conf are its cluster's, and only
+		// priority/multifactor weighs factors
+		return nil, rows, nil
 	}
 	p := &Priorities{Config: e.Conf.Priority()}
 	tres, _, err := c.ClusterTRES(ctx, at)
