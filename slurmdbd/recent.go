@@ -1,8 +1,10 @@
 package slurmdbd
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -17,6 +19,13 @@ type recentHours struct {
 	// lastRan and readAt are the hourly rollup and the refresh moment of
 	// the last read.
 	lastRan, readAt int64
+	// list is the rows in a fixed order, rebuilt when they change:
+	// summed in map order, usage differed in its last bits from one
+	// refresh to the next and every association series was rendered
+	// again. last is the latest time_start among them.
+	list  []UsageRow
+	last  int64
+	dirty bool
 	// from is the watermark they start at; newest the largest mod_time
 	// read. Rows are read again from newest itself: slurmdbd stamps a
 	// rollup's rows with one second, and some of them may commit after a
@@ -49,14 +58,15 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 		return c.Usage(ctx, l, qos, Hour, from, to)
 	}
 	if k.rows == nil || from < k.from {
-		k.rows, k.newest = map[hourKey]UsageRow{}, 0
+		k.rows, k.newest, k.list = map[hourKey]UsageRow{}, 0, nil
 	} else if !l.hoursByModTime() && from == k.from && lastRan == k.lastRan && at >= k.readAt && at-k.readAt < int64(RecheckHours.Seconds()) {
-		return k.list(to), nil
+		return k.rowsBefore(to), nil
 	}
 	k.lastRan, k.readAt = lastRan, at
 	for key := range k.rows {
 		if key.start < from {
 			delete(k.rows, key) // frozen now
+			k.dirty = true
 		}
 	}
 	k.from = from
@@ -84,6 +94,7 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 		} else {
 			k.rows[key] = u
 		}
+		k.dirty = true
 		k.newest = max(k.newest, mod)
 		return nil
 	}, TRESEnergy, from, to, strconv.FormatInt(since, 10))
@@ -91,15 +102,25 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 		k.rows = nil // read it all next time
 		return nil, err
 	}
-	return k.list(to), nil
+	return k.rowsBefore(to), nil
 }
 
-func (k *recentHours) list(to int64) []UsageRow {
+func (k *recentHours) rowsBefore(to int64) []UsageRow {
+	if !k.dirty && k.list != nil && k.last < to {
+		return k.list
+	}
 	out := make([]UsageRow, 0, len(k.rows))
+	k.last = 0
 	for key, u := range k.rows {
 		if key.start < to {
 			out = append(out, u)
+			k.last = max(k.last, key.start)
 		}
 	}
+	slices.SortFunc(out, func(a, b UsageRow) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Assoc, b.Assoc), cmp.Compare(a.TRES, b.TRES))
+	})
+	// rows at to or later were left out: build again next time
+	k.list, k.dirty = out, len(out) < len(k.rows)
 	return out
 }
