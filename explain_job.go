@@ -82,14 +82,13 @@ func (c *explainCmd) explainJob(env *runEnv, cl collector.Cluster, conf *slurmco
 }
 
 func jobExplanation(cl collector.Cluster, conf *slurmconf.Config, j *collector.Job, at time.Time) JobExplanation {
-	pc := conf.Priority()
 	x := JobExplanation{Cluster: cl.Name, At: at, Job: j.ID, ArrayTask: j.ArrayTask, Partition: j.Partition, Account: j.Account, User: j.User,
 		QOS: j.QOS, Priority: drift.Num(j.Priority)}
 	if j.Dominant >= 0 {
 		x.Dominant = j.Dominant.String()
 	}
 	for f := priority.Factor(0); f < priority.NumFactors; f++ {
-		x.Factors = append(x.Factors, FactorLine{Factor: f.String(), Normalized: drift.Num(j.Normalized[f]), Weight: pc.Weights[f], Weighted: drift.Num(j.Weighted[f])})
+		x.Factors = append(x.Factors, FactorLine{Factor: f.String(), Normalized: drift.Num(j.Normalized[f]), Weight: cl.Weights[f], Weighted: drift.Num(j.Weighted[f])})
 	}
 	if len(j.TRES) > 0 {
 		x.TRES = map[string]drift.Num{}

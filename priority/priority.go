@@ -27,6 +27,12 @@ var names = [NumFactors]string{"age", "assoc", "fairshare", "jobsize", "partitio
 
 func (f Factor) String() string { return names[f] }
 
+// Slurm's markers for 32-bit values (slurm.h).
+const (
+	Infinite = 0xffffffff
+	NoVal    = 0xfffffffe
+)
+
 // Factors holds one value per factor; TRES is the sum over the TRES.
 type Factors [NumFactors]float64
 
@@ -68,8 +74,9 @@ type Job struct {
 	Submit, Eligible int64
 	// CPUs and Nodes requested (minimum counts; 0 nodes counts as 1).
 	CPUs, Nodes float64
-	// TimeLimit in minutes as slurmctld holds it (INFINITE is 0xfffffffe).
-	TimeLimit float64
+	// TimeLimit in minutes as slurmctld holds it (Infinite; NoVal when
+	// the job gave none: PartitionMaxTime counts then).
+	TimeLimit, PartitionMaxTime float64
 	// TRES requested by lower-case name.
 	TRES map[string]float64
 	// FairShare is the association's fairshare factor.
@@ -177,6 +184,9 @@ func (c *Config) jobSize(cl *Cluster, j *Job) float64 {
 	switch {
 	case c.SmallRelativeToTime:
 		limit := j.TimeLimit
+		if limit == NoVal {
+			limit = j.PartitionMaxTime
+		}
 		if limit <= 0 {
 			limit = 1
 		}

@@ -28,6 +28,8 @@ func TestJobSize(t *testing.T) {
 	near(t, "small relative to time", c.jobSize(cl, &Job{CPUs: 16, Nodes: 1, TimeLimit: 60}), 1-64.0/60/256)
 	c.FavorSmall = false
 	near(t, "large relative to time", c.jobSize(cl, &Job{CPUs: 160, Nodes: 1, TimeLimit: 2}), 160.0/2/256)
+	// no time limit of its own (NO_VAL in the job table): the partition's
+	near(t, "partition MaxTime", c.jobSize(cl, &Job{CPUs: 160, Nodes: 1, TimeLimit: NoVal, PartitionMaxTime: 4}), 160.0/4/256)
 	// at most 1
 	near(t, "clamped", c.jobSize(cl, &Job{CPUs: 256, Nodes: 4, TimeLimit: 0.5}), 1)
 	c.SmallRelativeToTime = false

@@ -63,9 +63,13 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 		p.Cluster.MaxQOS = max(p.Cluster.MaxQOS, float64(q.Priority))
 	}
 	parts := map[string]slurmconf.Partition{}
+	partTRES := map[string]map[string]float64{} // nil: unknown
 	for _, pt := range e.Conf.Partitions {
 		parts[pt.Name] = pt
 		p.Cluster.MaxPartition = max(p.Cluster.MaxPartition, float64(pt.PriorityJobFactor))
+		if e.Conf.AllNodes(pt) {
+			partTRES[pt.Name] = clusterTRES
+		}
 	}
 	for _, v := range in.assocPriority {
 		p.Cluster.MaxAssoc = max(p.Cluster.MaxAssoc, float64(v))
@@ -102,13 +106,8 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 			j.Partition = name
 			pt := parts[name]
 			j.Job.PartitionFactor = float64(pt.PriorityJobFactor)
-			j.Job.PartitionTRES = nil
-			if e.Conf.AllNodes(pt) {
-				j.Job.PartitionTRES = clusterTRES
-			}
-			if r.TimeLimit == 0xfffffffd { // NO_VAL: the partition's MaxTime
-				j.Job.TimeLimit = float64(pt.MaxTime)
-			}
+			j.Job.PartitionTRES = partTRES[name]
+			j.Job.PartitionMaxTime = float64(pt.MaxTime)
 			p.Jobs = append(p.Jobs, j)
 		}
 	}

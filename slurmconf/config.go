@@ -53,13 +53,13 @@ type Partition struct {
 	PriorityTier       uint32
 	// Nodes as written; "ALL" or empty: every node.
 	Nodes string
-	// MaxTime in minutes; 0xfffffffe (INFINITE) unless set.
+	// MaxTime in minutes; Infinite unless set.
 	MaxTime uint32
 	Pos     Pos
 }
 
 // Infinite is Slurm's INFINITE for 32-bit values.
-const Infinite = 0xfffffffe
+const Infinite = priority.Infinite
 
 // Config holds the settings that decide fairshare and job priority, with
 // Slurm's defaults (read_config.c) where slurm.conf is silent.

@@ -77,7 +77,7 @@ func (c Cluster) Associations(ctx context.Context, l Layout) ([]Assoc, error) {
 		if err := r.Scan(&a.ID, &a.User, &a.Account, &a.Partition, &a.ParentAccount, &shares, &deleted, &a.Created, &prio, &a.IDParent, &lineage); err != nil {
 			return err
 		}
-		// INFINITE stands for unset too (assoc_mgr.c)
+		// NO_VAL and INFINITE stand for unset too (assoc_mgr.c)
 		if prio.Valid && prio.Int64 >= 0 && prio.Int64 < 0xfffffffe {
 			a.Priority, a.HasPriority = uint32(prio.Int64), true
 		}

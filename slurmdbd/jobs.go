@@ -24,7 +24,8 @@ type PendingJob struct {
 	// seconds.
 	Submit, Eligible int64
 	CPUs, Nodes      uint32
-	// TimeLimit in minutes (INFINITE 0xfffffffe, NO_VAL 0xfffffffd).
+	// TimeLimit in minutes (INFINITE 0xffffffff; NO_VAL 0xfffffffe when
+	// the job gave none).
 	TimeLimit uint32
 	// TRESReq is tres_req ("1=4,2=8000,4=1,5=4").
 	TRESReq string
@@ -63,7 +64,7 @@ func (c Cluster) pendingJobs(ctx context.Context, table, q string, args ...any) 
 			&j.Submit, &j.Eligible, &j.CPUs, &tres, &j.TimeLimit, &j.Priority); err != nil {
 			return err
 		}
-		if j.ArrayTask == "" && task != noVal-1 && task != noVal {
+		if j.ArrayTask == "" && task != noVal && task != infinite {
 			j.ArrayTask = fmt.Sprint(task)
 		}
 		j.Partitions = splitComma(part)
@@ -77,9 +78,9 @@ func (c Cluster) pendingJobs(ctx context.Context, table, q string, args ...any) 
 	return out, err
 }
 
-// noVal is Slurm's NO_VAL for 32-bit values; NO_VAL-1 (0xfffffffe) is
-// INFINITE, which id_array_task holds outside arrays.
-const noVal = 0xffffffff
+// Slurm's NO_VAL, which id_array_task holds outside arrays, and INFINITE
+// for 32-bit values (slurm.h).
+const noVal, infinite = 0xfffffffe, 0xffffffff
 
 // TRESNode is the id of the node TRES (tres_table static ids).
 const TRESNode = 4
