@@ -32,7 +32,7 @@ func scaleEnv(name string, def int) int {
 // sshare on a real slurmctld 22.05 loaded with the same tree (make
 // bench-scale; docs/performance.md): the generated tree
 // (SCALE_ASSOCIATIONS, default 11,112; SCALE_MONTHS of rollups, default
-// 12) is written into the harness's database and slurmctld restarted on
+// 12; SCALE_TRES=all rolls up cpu, node and billing, not billing alone) is written into the harness's database and slurmctld restarted on
 // it, then:
 //
 //	(a) sshare -a -l -P, five runs
@@ -45,6 +45,7 @@ func scaleEnv(name string, def int) int {
 func BenchmarkScale(b *testing.B) {
 	n := scaleEnv("SCALE_ASSOCIATIONS", 11112)
 	months := scaleEnv("SCALE_MONTHS", 12)
+	allTRES := os.Getenv("SCALE_TRES") == "all"
 	const depth, seed = 6, 1
 	c := slurmharness.Start(b, slurmharness.Config{HalfLife: "7-00:00:00"})
 	ctx := context.Background()
@@ -59,7 +60,7 @@ func BenchmarkScale(b *testing.B) {
 	end := time.Now().Truncate(time.Hour)
 	c.StopDaemon("slurmctld")
 	t0 := time.Now()
-	st, err := gen.Fill(ctx, root, gen.Config{Cluster: c.Name, Associations: n, Depth: depth, Months: months, End: end, Seed: seed, JobsPerHour: 100})
+	st, err := gen.Fill(ctx, root, gen.Config{Cluster: c.Name, Associations: n, Depth: depth, Months: months, End: end, Seed: seed, JobsPerHour: 100, AllTRES: allTRES})
 	if err != nil {
 		b.Fatal(err)
 	}

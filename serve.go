@@ -183,6 +183,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		Maui:         s.maui(),
 		MauiInterval: s.MauiInterval,
 		WhatIf:       s.Extended,
+		AllTRES:      s.Extended,
 		Filter:       filter, Collector: col, Log: log,
 	}
 	switch s.ReportedSource {

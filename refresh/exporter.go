@@ -66,7 +66,10 @@ type Exporter struct {
 	MauiInterval time.Duration
 	// WhatIf computes the what-if views (ticket-based, Maui), which only
 	// --collector.extended exports and explain shows.
-	WhatIf    bool
+	WhatIf bool
+	// AllTRES reads every TRES's usage, which only --collector.extended
+	// exports; otherwise billing alone (slurmdbd.Cluster.AllTRES).
+	AllTRES   bool
 	Filter    collector.Filter
 	Collector *collector.Collector
 	Log       zerolog.Logger
@@ -368,6 +371,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 	if err != nil {
 		return nil, err
 	}
+	c.AllTRES = e.AllTRES
 	conf := e.Conf
 	local := name == conf.ClusterName
 	stateDir := ""

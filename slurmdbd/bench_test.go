@@ -3,6 +3,7 @@ package slurmdbd
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -44,6 +45,60 @@ func BenchmarkLoad(b *testing.B) {
 		}
 		if r.FullLoads != 1 {
 			b.Errorf("%d full loads", r.FullLoads)
+		}
+	})
+}
+
+// BenchmarkLoadDSN is BenchmarkLoad on a database that exists already:
+// SLURMDBD_BENCH_DSN names it (a cluster written by cmd/slurmdbd-gen,
+// whose last rolled-up hour ends at SLURMDBD_BENCH_END, RFC 3339), so that
+// a cold load of 100k associations and a year can be profiled without
+// generating them again (15 minutes).
+func BenchmarkLoadDSN(b *testing.B) {
+	dsn, endS := os.Getenv("SLURMDBD_BENCH_DSN"), os.Getenv("SLURMDBD_BENCH_END")
+	if dsn == "" || endS == "" {
+		b.Skip("SLURMDBD_BENCH_DSN and SLURMDBD_BENCH_END name a generated database")
+	}
+	end, err := time.Parse(time.RFC3339, endS)
+	if err != nil {
+		b.Fatalf("SLURMDBD_BENCH_END: %v", err)
+	}
+	ctx := context.Background()
+	d, err := Open(ctx, dsn, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	names, err := d.Clusters(ctx)
+	if err != nil || len(names) == 0 {
+		b.Fatalf("clusters: %v %v", names, err)
+	}
+	c, err := d.Cluster(ctx, names[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	passes := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18}
+	at := end.Add(20 * time.Minute)
+	b.Run("cold", func(b *testing.B) {
+		for b.Loop() {
+			r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
+			if _, err := r.Refresh(ctx, at); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(r.Refined), "refined")
+		}
+	})
+	b.Run("refresh", func(b *testing.B) {
+		r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
+		if _, err := r.Refresh(ctx, at); err != nil {
+			b.Fatal(err)
+		}
+		t := at
+		for b.Loop() {
+			t = t.Add(time.Minute)
+			if _, err := r.Refresh(ctx, t); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -50,8 +50,8 @@ type coldSum struct {
 }
 
 // keys are what a cold load sums by primary key (id, id_tres,
-// time_start): every association id of the cluster and every TRES of
-// tres_table but energy. 22.05's time_start index makes the server fetch
+// time_start): every association id of the cluster and billing (with
+// Cluster.AllTRES every TRES of tres_table but energy). 22.05's time_start index makes the server fetch
 // each row at random; by key prefix it reads them in order, twice as
 // fast, and 24.11+ has no time_start index at all.
 type keys struct {
@@ -220,7 +220,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 
 	all := keys{}
 	for id := range tres {
-		if id != TRESEnergy {
+		if id != TRESEnergy && (c.AllTRES || id == TRESBilling) {
 			all.tres = append(all.tres, id)
 		}
 	}

@@ -16,14 +16,18 @@ import (
 // TRES, within coarseTolerance of the exact sum over every hourly row
 // (bucket() row by row, the derivation the tiers replace). The users idle
 // for four months, whose usage is all in coarse periods, are read again
-// from hours; the others are not.
+// from hours; the others are not. The rollups hold cpu, node and billing,
+// as real ones do: by default only billing is read, with AllTRES every
+// TRES.
 func TestColdLoadTiers(t *testing.T) {
 	ctx := context.Background()
-	g := generate(t, mariadbtest.Start(t, ""), "slurm-22.05", gen.Config{Associations: 400, Depth: 4, Months: 6, Seed: 5})
+	g := generate(t, mariadbtest.Start(t, ""), "slurm-22.05", gen.Config{Associations: 400, Depth: 4, Months: 6, Seed: 5, AllTRES: true})
 	root, c, st, end := g.root, g.c, g.stats, genEnd
 	// coldLoaded is a full load 20 minutes after the last rollup, and what
 	// bucket() needs to weigh rows as of that moment
-	coldLoaded := func(p fairshare.Passes) (*Refresher, Layout, UsageInputs) {
+	coldLoaded := func(p fairshare.Passes, allTRES bool) (*Refresher, Layout, UsageInputs) {
+		c := c
+		c.AllTRES = allTRES
 		r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
 		at := end.Add(20 * time.Minute)
 		if _, err := r.Refresh(ctx, at); err != nil {
@@ -33,19 +37,27 @@ func TestColdLoadTiers(t *testing.T) {
 		lastRan, _ := c.LastRan(ctx)
 		return r, l, UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
 	}
-	for _, p := range []fairshare.Passes{
+	for i, p := range []fairshare.Passes{
 		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
 		{HalfLife: 7 * 86400, Period: 420, Phase: 100, ChargeJobEnd: true}, // passes out of step with hours
 		{HalfLife: 0, Period: 300, ChargeJobEnd: true},                     // no decay: coarse periods are exact
 	} {
-		r, l, in := coldLoaded(p)
-		rows, err := c.Usage(ctx, l, nil, Hour, 0, r.watermark)
+		allTRES := i == 0
+		r, l, in := coldLoaded(p, allTRES)
+		rows, err := r.Cluster.Usage(ctx, l, nil, Hour, 0, r.watermark)
 		if err != nil {
 			t.Fatal(err)
 		}
 		exact := map[Key]float64{}
 		for _, u := range rows {
 			exact[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+		}
+		tres := map[uint32]bool{}
+		for k := range r.frozen {
+			tres[k.TRES] = true
+		}
+		if allTRES != (len(tres) == 3) || !tres[TRESBilling] {
+			t.Errorf("AllTRES %v: usage of TRES %v", allTRES, tres)
 		}
 		worst := 0.0
 		for k, want := range exact {
@@ -72,7 +84,7 @@ func TestColdLoadTiers(t *testing.T) {
 	if _, err := root.ExecContext(ctx, "DELETE FROM `"+c.Name+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
 		t.Fatal(err)
 	}
-	r, l, in := coldLoaded(fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true})
+	r, l, in := coldLoaded(fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true}, false)
 	want := map[Key]float64{}
 	hours, err := c.Usage(ctx, l, nil, Hour, purged, r.watermark)
 	if err != nil {

@@ -206,6 +206,19 @@ func (d *DB) Cluster(ctx context.Context, name string) (Cluster, error) {
 type Cluster struct {
 	db   *DB
 	Name string
+	// AllTRES reads the usage of every TRES but energy; otherwise billing
+	// alone, fairshare's input. Real rollups hold a row per TRES (cpu,
+	// mem, node, billing, gres/...) for every association and hour: the
+	// others matter only to the per-TRES usage metrics.
+	AllTRES bool
+}
+
+// tresCond is the rollup rows' TRES condition and its argument.
+func (c Cluster) tresCond() (string, uint32) {
+	if c.AllTRES {
+		return "id_tres <> ?", TRESEnergy
+	}
+	return "id_tres = ?", TRESBilling
 }
 
 // table is the quoted name of the cluster's table, e.g. `c_assoc_table`;

@@ -34,13 +34,17 @@ type UsageInputs struct {
 	// older jobs, already decayed to At, per id_assoc.
 	Ended         []Job
 	BaseUncharged map[uint32]float64
+	// AllTRES keeps every TRES's usage (Cluster.AllTRES); otherwise
+	// billing alone.
+	AllTRES bool
 }
 
 // Usage is decayed usage per tree association.
 type Usage struct {
 	// Raw is billing TRES usage: slurmctld's usage_raw, fairshare's input.
 	Raw []float64
-	// TRES holds every TRES but energy by id (TRESBilling's is Raw):
+	// TRES holds every TRES but energy by id (TRESBilling's is Raw;
+	// billing alone without UsageInputs.AllTRES):
 	// slurmctld's usage_tres_raw, which it keeps only with
 	// AccountingStorageEnforce=limits.
 	TRES map[uint32][]float64
@@ -71,6 +75,9 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 	u.TRES = map[uint32][]float64{TRESBilling: make([]float64, n)}
 	node := nodes(in.Rows, in.Tree)
 	add := func(k Key, v float64, what string) {
+		if k.TRES != TRESBilling && !in.AllTRES {
+			return
+		}
 		i, ok := node[k.Assoc]
 		if !ok {
 			problems = append(problems, fmt.Errorf("%s of id_assoc=%d: no live association to charge it to: left out", what, k.Assoc))

@@ -1,6 +1,7 @@
 package slurmdbd
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -41,7 +42,8 @@ func TestRawUsage(t *testing.T) {
 			{Inx: 2, Assoc: 3, QOS: 2, Start: 3*3600 + 60, End: 3*3600 + 400, TRESAlloc: "1=2"}, // no billing: CPUs
 			{Inx: 3, Assoc: 3, QOS: 1, Start: 3*3600 + 60, TRESAlloc: "5=x"},
 		},
-		QOS: map[uint32]QOS{1: {ID: 1, UsageFactor: 1}, 2: {ID: 2, UsageFactor: 0.5}},
+		QOS:     map[uint32]QOS{1: {ID: 1, UsageFactor: 1}, 2: {ID: 2, UsageFactor: 0.5}},
+		AllTRES: true,
 	}
 	usage, problems := RawUsage(in)
 	raw := usage.Raw
@@ -65,6 +67,11 @@ func TestRawUsage(t *testing.T) {
 	}
 	if _, ok := usage.TRES[TRESEnergy]; ok {
 		t.Error("energy counted")
+	}
+	// Without AllTRES billing alone is kept, and it is the same.
+	in.AllTRES = false
+	if billing, _ := RawUsage(in); len(billing.TRES) != 1 || !slices.Equal(billing.Raw, raw) {
+		t.Errorf("billing alone: TRES %v, raw %v, want only billing and raw %v", slices.Collect(maps.Keys(billing.TRES)), billing.Raw, raw)
 	}
 	all := ""
 	for _, e := range problems {

@@ -71,8 +71,9 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 	}
 	k.from = from
 	table := c.table("assoc_usage_hour_table")
+	cond, tres := c.tresCond()
 	q := "SELECT id, id_tres, time_start, alloc_secs, deleted, CAST(mod_time AS SIGNED) FROM " + table +
-		" WHERE id_tres <> ? AND time_start >= ? AND time_start < ? AND mod_time >= ?"
+		" WHERE " + cond + " AND time_start >= ? AND time_start < ? AND mod_time >= ?"
 	since := k.newest
 	if l.hoursByModTime() {
 		// an hour is rolled up after it ends: lets the mod_time index
@@ -97,7 +98,7 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 		k.dirty = true
 		k.newest = max(k.newest, mod)
 		return nil
-	}, TRESEnergy, from, to, strconv.FormatInt(since, 10))
+	}, tres, from, to, strconv.FormatInt(since, 10))
 	if err != nil {
 		k.rows = nil // read it all next time
 		return nil, err

@@ -14,8 +14,8 @@ import (
 
 // TestRefresherMatchesFullLoad: on the real 24.11 database, with rollups
 // added hour by hour, every incremental refresh gives what reading the
-// whole history gives, and it reads the whole history again only when the
-// association set changes or slurmdbd rewinds its rollups.
+// whole history gives, and it reads the whole history again only when
+// slurmdbd rewinds its rollups: not when associations are added.
 func TestRefresherMatchesFullLoad(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	byTime := releases[2]
@@ -90,21 +90,28 @@ func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release
 	// read again.
 	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d", db, base+3*3600))
 	check(time.Unix(base+10*3600+3200, 0), true)
-	// A new association: read again.
+	// A new association, then usage of it: still incremental, and the
+	// same as a full load.
 	srv.MustSQL(fmt.Sprintf("USE %s; INSERT INTO v2411_assoc_table (creation_time, mod_time, id_assoc, user, acct, parent_acct, id_parent, lineage, shares)"+
 		" VALUES (1, 1, 500, '', 'newacct', 'root', 1, '/newacct/', 5)", db))
-	check(time.Unix(base+10*3600+3500, 0), true)
-	check(time.Unix(base+10*3600+3800, 0), false)
+	check(time.Unix(base+10*3600+3500, 0), false)
+	srv.MustSQL(fmt.Sprintf("USE %s; INSERT INTO v2411_assoc_usage_hour_table VALUES (%d,%d,0,500,0,5,%d,777777); UPDATE v2411_last_ran_table SET hourly_rollup = %d",
+		db, base+12*3600, base+12*3600, base+11*3600, base+12*3600))
+	check(time.Unix(base+12*3600+300, 0), false)
+	check(time.Unix(base+12*3600+600, 0), false)
+	if r.FullLoads != 2 {
+		t.Errorf("%d full loads, want 2 (the start and the rewind)", r.FullLoads)
+	}
 
 	// The association table is read again only when it changed (slurmdbd
 	// sets mod_time): a shares edit is seen at the next refresh.
 	reads := r.AssocReads
-	check(time.Unix(base+10*3600+4100, 0), false)
+	check(time.Unix(base+12*3600+900, 0), false)
 	if r.AssocReads != reads {
 		t.Errorf("unchanged association table read again")
 	}
 	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_table SET shares = 77, mod_time = UNIX_TIMESTAMP() - 10 WHERE id_assoc = 500", db))
-	got, err := r.Refresh(ctx, time.Unix(base+10*3600+4400, 0))
+	got, err := r.Refresh(ctx, time.Unix(base+12*3600+1200, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,9 @@ func (c Cluster) SnapshotAsCtld(ctx context.Context, at, boot time.Time, passes 
 // older than Reread before the last hourly rollup is kept as decayed sums
 // per association (the frozen part) and only decayed forward; each refresh
 // reads the rows above that watermark, and the jobs after the last rollup.
-// It reads everything again when the association set, the settings or the
-// schema change, or when slurmdbd rewinds its rollups further back.
+// It reads everything again when the settings or the schema change, or
+// when slurmdbd rewinds its rollups further back; associations may come
+// and go between incremental refreshes.
 type Refresher struct {
 	Cluster  Cluster
 	Passes   fairshare.Passes
@@ -93,14 +94,11 @@ type Refresher struct {
 	// assocs are the association rows and tree of the last refresh, kept
 	// while the table is unchanged.
 	assocs struct {
-		version     assocVersion
-		layout      Layout
-		boot        time.Time
-		passes      fairshare.Passes
-		since       time.Time
-		rows        []Assoc
-		tree        *Tree
-		fingerprint uint64
+		version assocVersion
+		layout  Layout
+		boot    time.Time
+		rows    []Assoc
+		tree    *Tree
 	}
 	recent   recentHours
 	layout   *Layout
@@ -114,8 +112,7 @@ type Refresher struct {
 	Refined int
 }
 
-// associations reads the association rows, builds the tree and
-// fingerprints them, or gives those of the last refresh when the table has
+// associations reads the association rows and builds the tree, or gives those of the last refresh when the table has
 // not changed since: at 100k associations reading, ordering and linking
 // them is most of a steady refresh. The tree is a copy each time (callers
 // fill in usage).
@@ -126,7 +123,7 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 		return nil, nil, err
 	}
 	k := &r.assocs
-	if k.tree != nil && v.stable && v == k.version && l == k.layout && r.Boot.Equal(k.boot) && r.Passes == k.passes && r.Since.Equal(k.since) {
+	if k.tree != nil && v.stable && v == k.version && l == k.layout && r.Boot.Equal(k.boot) {
 		t := *k.tree
 		t.Assocs = slices.Clone(t.Assocs)
 		return k.rows, &t, nil
@@ -143,8 +140,7 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 		return nil, nil, err
 	}
 	r.AssocReads++
-	k.version, k.layout, k.boot, k.passes, k.since, k.rows = v, l, r.Boot, r.Passes, r.Since, rows
-	k.fingerprint = fingerprint(l, rows, r.Passes, r.Since)
+	k.version, k.layout, k.boot, k.rows = v, l, r.Boot, rows
 	t := *tree
 	t.Assocs = slices.Clone(t.Assocs)
 	k.tree = &t
@@ -208,7 +204,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	}
 	atSec := float64(at.UnixNano()) / 1e9
 	now := r.Passes.LastPass(atSec)
-	in := UsageInputs{Rows: rows, Tree: tree, QOS: qos, LastRan: lastRan, Passes: r.Passes, At: atSec, Location: loc}
+	in := UsageInputs{Rows: rows, Tree: tree, QOS: qos, LastRan: lastRan, Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES}
 	from := int64(0)
 	if r.Passes.HalfLife > 0 {
 		from = at.Unix() - int64(horizonHalfLives*r.Passes.HalfLife)
@@ -223,7 +219,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	from = max(0, from-3600)
 	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
 
-	fp := r.assocs.fingerprint
+	fp := fingerprint(l, r.Passes, r.Since, c.AllTRES)
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
 	var problems []error
 	freezeTails := func(from, to int64) error {
@@ -349,9 +345,11 @@ func startOf(t int64, loc *time.Location, month bool) int64 {
 }
 
 // fingerprint changes when what the frozen sums depend on changes: the
-// association rows (not their shares), the decay settings, the reset and
-// the schema.
-func fingerprint(l Layout, rows []Assoc, p fairshare.Passes, since time.Time) uint64 {
+// decay settings, the reset, the TRES read and the schema. Not the
+// associations: the sums are kept per id_assoc and charged to the tree
+// anew at every refresh (RawUsage), and a new association has no history,
+// so adding users at a 100k-association site does not mean a cold load.
+func fingerprint(l Layout, p fairshare.Passes, since time.Time, allTRES bool) uint64 {
 	h := fnv.New64a()
 	b := fmt.Appendf(nil, "%+v", l)
 	b = strconv.AppendFloat(b, p.HalfLife, 'g', -1, 64)
@@ -359,17 +357,7 @@ func fingerprint(l Layout, rows []Assoc, p fairshare.Passes, since time.Time) ui
 	b = strconv.AppendFloat(b, math.Mod(p.Phase, p.Period), 'g', -1, 64)
 	b = strconv.AppendBool(b, p.ChargeJobEnd)
 	b = strconv.AppendInt(b, since.Unix(), 10)
+	b = strconv.AppendBool(b, allTRES)
 	h.Write(b)
-	for _, a := range rows {
-		b = b[:0]
-		b = strconv.AppendUint(b, uint64(a.ID), 10)
-		b = strconv.AppendBool(b, a.Deleted)
-		b = strconv.AppendQuote(b, a.Account)
-		b = strconv.AppendQuote(b, a.User)
-		b = strconv.AppendQuote(b, a.Partition)
-		b = strconv.AppendQuote(b, a.ParentAccount)
-		b = strconv.AppendUint(b, uint64(a.IDParent), 10)
-		h.Write(b)
-	}
 	return h.Sum64()
 }

@@ -87,7 +87,7 @@ const (
 	Month Period = "month"
 )
 
-// Usage reads alloc_secs of every TRES but energy from
+// Usage reads alloc_secs of billing (with AllTRES every TRES but energy) from
 // <cluster>_assoc_usage_<period>_table with from <= time_start < to. The
 // rollups do not apply QOS UsageFactor; where the layout has the 24.11+
 // <cluster>_qos_usage_<period>_table and some QOS has a factor other than
@@ -149,8 +149,9 @@ type qosRow struct {
 
 func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int64, extra string) ([]qosRow, error) {
 	table := c.table(suffix)
+	cond, tres := c.tresCond()
 	q := "SELECT id, " + qosCol + ", id_tres, time_start, alloc_secs FROM " + table +
-		" WHERE id_tres <> ? AND deleted = 0 AND time_start >= ? AND time_start < ?" + extra
+		" WHERE " + cond + " AND deleted = 0 AND time_start >= ? AND time_start < ?" + extra
 	var out []qosRow
 	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
 		var u qosRow
@@ -159,7 +160,7 @@ func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int6
 		}
 		out = append(out, u)
 		return nil
-	}, TRESEnergy, from, to)
+	}, tres, from, to)
 	return out, err
 }
 

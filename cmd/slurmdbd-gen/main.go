@@ -36,6 +36,7 @@ type cli struct {
 	Months       int       `default:"1" help:"Months of rollups before --end."`
 	End          time.Time `help:"End of the last rolled-up hour (RFC 3339; default: the last full hour)."`
 	JobsPerHour  int       `default:"100" help:"Finished jobs ending in each hour."`
+	AllTRES      bool      `name:"all-tres" help:"Roll up cpu, node and billing, as real slurmdbd does (three rows an hour where billing alone is one)."`
 	Seed         uint64    `default:"1"`
 }
 
@@ -65,7 +66,7 @@ func run(c cli) error {
 	}
 	t0 := time.Now()
 	st, err := gen.Fill(ctx, db, gen.Config{Cluster: c.Cluster, Associations: c.Associations, Depth: c.Depth, Months: c.Months,
-		End: c.End, Seed: c.Seed, JobsPerHour: c.JobsPerHour})
+		End: c.End, Seed: c.Seed, JobsPerHour: c.JobsPerHour, AllTRES: c.AllTRES})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,76 @@ type Config struct {
 	// JobsPerHour finished jobs end in each rolled-up hour, run by users
 	// active in it.
 	JobsPerHour int
+	// AllTRES writes rollup rows of cpu, node and billing, as real
+	// slurmdbd does for jobs that allocate them (the jobs' tres_alloc);
+	// otherwise billing alone, which is all fairshare reads.
+	AllTRES bool
+}
+
+// tres are the TRES ids the rollups hold, in primary key order.
+func (c Config) tres() []int {
+	if c.AllTRES {
+		return []int{tresCPU, tresNode, tresBilling}
+	}
+	return []int{tresBilling}
+}
+
+const (
+	tresCPU     = 1
+	tresNode    = 4
+	tresBilling = 5
+)
+
+// hourUse is an active hour's CPU-seconds.
+type hourUse struct{ start, secs int64 }
+
+// writeUsage writes one TRES of one association's active hours, and the
+// days and months they sum to (UTC), as slurmdbd rolls them up: billing
+// and cpu are the CPU-seconds (billing = CPUs), node the node-seconds of
+// one node while any CPU is allocated.
+func writeUsage(ctx context.Context, db *sql.DB, tables map[string]*batch, id, tres int, active []hourUse, now int64) error {
+	var daySum, monthSum int64
+	var dayStart, monthStart int64 = -1, -1
+	flush := func(table string, start, sum int64) error {
+		if sum == 0 {
+			return nil
+		}
+		// slurmdbd writes a row when it rolls the period up
+		rolled := time.Unix(start, 0).UTC().AddDate(0, 0, 1)
+		if table == "assoc_usage_month_table" {
+			rolled = time.Unix(start, 0).UTC().AddDate(0, 1, 0)
+		}
+		at := min(rolled.Unix(), now)
+		return tables[table].add(ctx, db, at, at, 0, id, tres, start, sum)
+	}
+	for _, u := range active {
+		secs := u.secs
+		if tres == tresNode {
+			secs = min(secs, 3600)
+		}
+		t := time.Unix(u.start, 0).UTC()
+		if d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix(); d != dayStart {
+			if err := flush("assoc_usage_day_table", dayStart, daySum); err != nil {
+				return err
+			}
+			dayStart, daySum = d, 0
+		}
+		if m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix(); m != monthStart {
+			if err := flush("assoc_usage_month_table", monthStart, monthSum); err != nil {
+				return err
+			}
+			monthStart, monthSum = m, 0
+		}
+		if err := tables["assoc_usage_hour_table"].add(ctx, db, u.start+3600, u.start+3600, 0, id, tres, u.start, secs); err != nil {
+			return err
+		}
+		daySum += secs
+		monthSum += secs
+	}
+	if err := flush("assoc_usage_day_table", dayStart, daySum); err != nil {
+		return err
+	}
+	return flush("assoc_usage_month_table", monthStart, monthSum)
 }
 
 // Stats says what was written.
@@ -155,47 +225,15 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 	// one user in ten has been idle for the last two thirds of the span:
 	// all its usage is old
 	idleFrom := start + (now-start)/3
+	var active []hourUse
 	for k, id := range userIDs {
-		var daySum, monthSum int64
-		var dayStart, monthStart int64 = -1, -1
-		flush := func(table string, start *int64, sum *int64) error {
-			if *sum > 0 {
-				// slurmdbd writes a row when it rolls the period up
-				rolled := time.Unix(*start, 0).UTC().AddDate(0, 0, 1)
-				if table == "assoc_usage_month_table" {
-					rolled = time.Unix(*start, 0).UTC().AddDate(0, 1, 0)
-				}
-				at := min(rolled.Unix(), now)
-				if err := tables[table].add(ctx, db, at, at, 0, id, 5, *start, *sum); err != nil {
-					return err
-				}
-			}
-			*sum = 0
-			return nil
-		}
+		active = active[:0]
 		for h := start; h < now; h += 3600 {
-			t := time.Unix(h, 0).UTC()
-			if d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix(); d != dayStart {
-				if err := flush("assoc_usage_day_table", &dayStart, &daySum); err != nil {
-					return st, err
-				}
-				dayStart = d
-			}
-			if m := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC).Unix(); m != monthStart {
-				if err := flush("assoc_usage_month_table", &monthStart, &monthSum); err != nil {
-					return st, err
-				}
-				monthStart = m
-			}
 			if r.IntN(10) != 0 || (k%10 == 9 && h > idleFrom) {
 				continue
 			}
 			secs := int64(r.IntN(3600*64) + 1)
-			if err := tables["assoc_usage_hour_table"].add(ctx, db, h+3600, h+3600, 0, id, 5, h, secs); err != nil {
-				return st, err
-			}
-			daySum += secs
-			monthSum += secs
+			active = append(active, hourUse{h, secs})
 			if r.Float64() < jobShare {
 				// a job of this user ending in this hour
 				jobID++
@@ -205,11 +243,11 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 				}
 			}
 		}
-		if err := flush("assoc_usage_day_table", &dayStart, &daySum); err != nil {
-			return st, err
-		}
-		if err := flush("assoc_usage_month_table", &monthStart, &monthSum); err != nil {
-			return st, err
+		// rows in primary key order: each TRES's hours, then the next
+		for _, t := range c.tres() {
+			if err := writeUsage(ctx, db, tables, id, t, active, now); err != nil {
+				return st, err
+			}
 		}
 	}
 	for t, count := range map[string]*int{"assoc_usage_hour_table": &st.HourRows, "assoc_usage_day_table": &st.DayRows, "assoc_usage_month_table": &st.MonthRows} {
