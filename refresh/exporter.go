@@ -130,7 +130,6 @@ func (e *Exporter) Run(ctx context.Context) {
 	reports := make(chan reportResult)
 	if e.Report != nil {
 		e.sources["reported"] = collector.Source{}
-		go e.reportLoop(ctx, reports)
 	}
 	defer e.closeDB()
 	tick := time.NewTicker(e.Interval)
@@ -139,6 +138,12 @@ func (e *Exporter) Run(ctx context.Context) {
 	stale.Stop()
 	e.refreshAll(ctx, e.now())
 	e.publish()
+	if e.Report != nil {
+		// After the first refresh: a report is only compared with the
+		// database, and at 100k associations sshare and a cold load
+		// would share the cores (and slurmctld the head node's).
+		go e.reportLoop(ctx, reports)
+	}
 	for {
 		select {
 		case <-ctx.Done():

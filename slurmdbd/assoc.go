@@ -100,17 +100,15 @@ type assocVersion struct {
 	stable        bool
 }
 
-// assocVersion reads it: a scan of the table on the server, a tenth of
-// reading it at 100k associations.
-func (c Cluster) assocVersion(ctx context.Context) (assocVersion, error) {
-	var v assocVersion
-	var now int64
+// assocVersion reads it, and the server's clock: a scan of the table on
+// the server, a tenth of reading it at 100k associations.
+func (c Cluster) assocVersion(ctx context.Context) (v assocVersion, now int64, err error) {
 	table := c.table("assoc_table")
-	err := c.db.query(ctx, "reading "+table, "SELECT COUNT(*), COALESCE(MAX(mod_time), 0), UNIX_TIMESTAMP() FROM "+table, func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading "+table, "SELECT COUNT(*), COALESCE(MAX(mod_time), 0), UNIX_TIMESTAMP() FROM "+table, func(r *sql.Rows) error {
 		return r.Scan(&v.count, &v.newest, &now)
 	})
 	v.stable = v.newest < now-1
-	return v, err
+	return v, now, err
 }
 
 // OrderAsSlurmctld puts rows in the order slurmctld keeps them when it

@@ -183,10 +183,10 @@ func (r *Refresher) spread(nominal, longest float64) (a, bound float64) {
 	return a, math.Max(a-math.Pow(d, r.Passes.Period), math.Exp(-lnD*longest)-a)
 }
 
-// coldLoad fills the frozen sums with every rolled-up row before to, from
+// coldLoad fills frozen with every rolled-up row before to, from
 // the horizon from (see the comment at the top of this file). hourCut and
 // dayCut are where the hour and day tables start holding data (purges).
-func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos map[uint32]QOS, tres map[uint32]string, from, to, hourCut, dayCut int64, loc *time.Location) error {
+func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Key]float64, l Layout, qos map[uint32]QOS, tres map[uint32]string, from, to, hourCut, dayCut int64, loc *time.Location) error {
 	c := r.Cluster
 	now := r.Passes.LastPass(in.At)
 	// tier boundaries by age, at local day and month starts (without
@@ -213,7 +213,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 			return 0, err
 		}
 		for _, u := range rows {
-			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, p)
+			frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, p)
 		}
 		return min(max(lo, since), hi), nil
 	}
@@ -250,7 +250,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		return err
 	}
 	for _, s := range hours {
-		r.frozen[s.Key] += weigh(s)
+		frozen[s.Key] += weigh(s)
 	}
 
 	// Days and months: spread evenly, with a bound. A month that the day
@@ -318,7 +318,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 	var refine []uint32
 	refined := map[uint32]bool{}
 	for k, e := range acc {
-		total := r.frozen[k] + e.fixed + e.refinable
+		total := frozen[k] + e.fixed + e.refinable
 		if e.refinable > 0 && e.bound > coarseTolerance*total+coarseFloor && !refined[k.Assoc] {
 			refined[k.Assoc] = true
 			refine = append(refine, k.Assoc)
@@ -335,19 +335,18 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, l Layout, qos
 		}
 		for _, s := range sums {
 			if f.p == Hour {
-				r.frozen[s.Key] += weigh(s)
+				frozen[s.Key] += weigh(s)
 			} else {
-				r.frozen[s.Key] += s.sum * spread[f.p][0]
+				frozen[s.Key] += s.sum * spread[f.p][0]
 			}
 		}
 	}
 	for k, e := range acc {
-		r.frozen[k] += e.fixed
+		frozen[k] += e.fixed
 		if !refined[k.Assoc] {
-			r.frozen[k] += e.refinable
+			frozen[k] += e.refinable
 		}
 	}
-	r.watermark = to
 	return nil
 }
 

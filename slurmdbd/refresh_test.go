@@ -30,44 +30,15 @@ func TestRefresherMatchesFullLoad(t *testing.T) {
 func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release) {
 	ctx := context.Background()
 	_, c, db := openRelease(t, srv, rel)
-	const base = 1795320000 // 04:00, the hour after the real rollup
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
 	check := func(at time.Time, wantFull bool) {
 		t.Helper()
-		got, err := r.Refresh(ctx, at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Full != wantFull {
+		if got := matchesFullLoad(t, r, at); got.Full != wantFull {
 			t.Errorf("at %v: full %v, want %v", at, got.Full, wantFull)
 		}
-		want, err := c.Snapshot(ctx, at, passes, time.Time{}, time.UTC)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got.Tree.Assocs) != len(want.Tree.Assocs) {
-			t.Fatalf("%d and %d associations", len(got.Tree.Assocs), len(want.Tree.Assocs))
-		}
-		for i := range want.Tree.Assocs {
-			g, w := got.Tree.Assocs[i].RawUsage, want.Tree.Assocs[i].RawUsage
-			if math.Abs(g-w) > 1e-9*math.Max(1, w) {
-				t.Errorf("at %v, %s/%s: incremental %v, full %v", at, want.Tree.Assocs[i].Account, want.Tree.Assocs[i].User, g, w)
-			}
-		}
 	}
-	rollTo := func(hours int) {
-		var vals []string
-		for k := 0; k < hours; k++ {
-			for _, id := range []int{10, 11} {
-				// written when slurmdbd rolls the hour up, after it
-				rolled := base + (k+1)*3600
-				vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,0,5,%d,%d)", rolled, rolled, id, base+k*3600, 1000*(k+1)*id))
-			}
-		}
-		srv.MustSQL(fmt.Sprintf("USE %s; INSERT IGNORE INTO v2411_assoc_usage_hour_table VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
-			db, strings.Join(vals, ","), base+hours*3600))
-	}
+	rollTo := func(hours int) { rollHours(srv, db, hours) }
 	rollTo(1)
 	check(time.Unix(base+3600+600, 0), true)
 	for h := 2; h <= 10; h++ { // hours pass the 6-hour re-read window and freeze
@@ -122,4 +93,47 @@ func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release
 	if r.AssocReads != reads+1 || shares["newacct/"] != 77 {
 		t.Errorf("after a shares edit: %d reads (want %d), shares %d (want 77)", r.AssocReads, reads+1, shares["newacct/"])
 	}
+}
+
+// base is 04:00 of the 24.11 capture, the hour after its real rollup.
+const base = 1795320000
+
+// rollHours writes the hours from base on as slurmdbd rolls them up
+// (usage of id_assoc 10 and 11, mod_time after the hour) and moves
+// last_ran to their end.
+func rollHours(srv *mariadbtest.Server, db string, hours int) {
+	var vals []string
+	for k := 0; k < hours; k++ {
+		for _, id := range []int{10, 11} {
+			rolled := base + (k+1)*3600
+			vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,0,5,%d,%d)", rolled, rolled, id, base+k*3600, 1000*(k+1)*id))
+		}
+	}
+	srv.MustSQL(fmt.Sprintf("USE %s; INSERT IGNORE INTO v2411_assoc_usage_hour_table VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
+		db, strings.Join(vals, ","), base+hours*3600))
+}
+
+// matchesFullLoad refreshes r at at and fails unless every association's
+// usage is what reading the whole history gives.
+func matchesFullLoad(t *testing.T, r *Refresher, at time.Time) *Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	got, err := r.Refresh(ctx, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := r.Cluster.Snapshot(ctx, at, r.Passes, r.Since, time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Tree.Assocs) != len(want.Tree.Assocs) {
+		t.Fatalf("%d and %d associations", len(got.Tree.Assocs), len(want.Tree.Assocs))
+	}
+	for i := range want.Tree.Assocs {
+		g, w := got.Tree.Assocs[i].RawUsage, want.Tree.Assocs[i].RawUsage
+		if math.Abs(g-w) > 1e-9*math.Max(1, w) {
+			t.Errorf("at %v, %s/%s: incremental %v, full %v", at, want.Tree.Assocs[i].Account, want.Tree.Assocs[i].User, g, w)
+		}
+	}
+	return got
 }

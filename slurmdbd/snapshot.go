@@ -103,8 +103,15 @@ type Refresher struct {
 	recent   recentHours
 	layout   *Layout
 	layoutAt int64
+	// dbNow is the database server's clock at the start of the refresh,
+	// frozenDBTime its value when the frozen sums last changed, and
+	// restoredAt that of sums given by RestoreState, not yet checked.
+	dbNow, frozenDBTime, restoredAt int64
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
+	// Freezes counts refreshes that changed the frozen sums (a full load,
+	// or hours old enough to freeze): when to SaveState.
+	Freezes int
 	// AssocReads counts refreshes that read the association table.
 	AssocReads int
 	// Refined counts the associations the last full load read again from
@@ -118,10 +125,11 @@ type Refresher struct {
 // fill in usage).
 func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree, error) {
 	c := r.Cluster
-	v, err := c.assocVersion(ctx)
+	v, now, err := c.assocVersion(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	r.dbNow = now
 	k := &r.assocs
 	if k.tree != nil && v.stable && v == k.version && l == k.layout && r.Boot.Equal(k.boot) {
 		t := *k.tree
@@ -156,7 +164,7 @@ func (r *Refresher) Seed(o *Refresher) {
 	if r.frozen != nil || o.frozen == nil {
 		return
 	}
-	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup = o.fingerprint, o.frozenAt, o.watermark, o.lastRollup
+	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup, r.frozenDBTime = o.fingerprint, o.frozenAt, o.watermark, o.lastRollup, o.frozenDBTime
 	r.frozen, r.frozenUncharged = maps.Clone(o.frozen), maps.Clone(o.frozenUncharged)
 }
 
@@ -221,8 +229,19 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 
 	fp := fingerprint(l, r.Passes, r.Since, c.AllTRES)
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
+	if r.restoredAt > 0 {
+		if !full {
+			if full, err = r.rerolled(ctx, l, r.restoredAt); err != nil {
+				return nil, err
+			}
+		}
+		r.restoredAt = 0
+	}
+	// Everything is read before the frozen sums change: a refresh that
+	// fails half-way leaves them as they were (decayed or added to twice,
+	// they would be wrong for good).
 	var problems []error
-	freezeTails := func(from, to int64) error {
+	tails := func(usage map[Key]float64, uncharged map[uint32]float64, from, to int64) error {
 		if r.Passes.ChargeJobEnd || to <= from {
 			return nil
 		}
@@ -230,78 +249,96 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 		if err != nil {
 			return err
 		}
-		usage, uncharged, p := in.Tails(jobs)
+		u, unc, p := in.Tails(jobs)
 		problems = append(problems, p...)
-		for k, v := range usage {
-			r.frozen[k] += v
+		for k, v := range u {
+			usage[k] += v
 		}
-		for id, v := range uncharged {
-			r.frozenUncharged[id] += v
+		for id, v := range unc {
+			uncharged[id] += v
 		}
 		return nil
 	}
+	frozen, frozenUncharged, frozenTo := r.frozen, r.frozenUncharged, r.watermark
 	if full {
-		r.frozen, r.frozenUncharged, r.watermark = map[Key]float64{}, map[uint32]float64{}, from
+		frozen, frozenUncharged, frozenTo = map[Key]float64{}, map[uint32]float64{}, from
 		if lastRan.OK {
 			hourCut, dayCut, err := r.cuts(ctx, l, from, loc)
 			if err != nil {
 				return nil, err
 			}
-			if err := r.coldLoad(ctx, &in, l, qos, names, from, watermark, hourCut, dayCut, loc); err != nil {
+			if err := r.coldLoad(ctx, &in, frozen, l, qos, names, from, watermark, hourCut, dayCut, loc); err != nil {
 				return nil, err
 			}
+			frozenTo = watermark
 			// older tails weigh below 2^-tailHalfLives
 			tailFrom := from
 			if r.Passes.HalfLife > 0 {
 				tailFrom = max(from, at.Unix()-int64(tailHalfLives*r.Passes.HalfLife))
 			}
-			if err := freezeTails(tailFrom, r.watermark); err != nil {
+			if err := tails(frozen, frozenUncharged, tailFrom, frozenTo); err != nil {
 				return nil, err
 			}
 		}
-		r.FullLoads++
-	} else {
-		decay := math.Pow(r.Passes.D(), now-r.frozenAt)
-		for id := range r.frozen {
-			r.frozen[id] *= decay
-		}
-		for id := range r.frozenUncharged {
-			r.frozenUncharged[id] *= decay
-		}
 	}
-	if lastRan.OK && watermark > r.watermark {
-		// hours that are now old enough to freeze
-		hours, err := c.Usage(ctx, l, qos, Hour, r.watermark, watermark)
+	// hours that are now old enough to freeze, decayed to now
+	var newly map[Key]float64
+	var newlyUncharged map[uint32]float64
+	if lastRan.OK && watermark > frozenTo {
+		hours, err := c.Usage(ctx, l, qos, Hour, frozenTo, watermark)
 		if err != nil {
 			return nil, err
 		}
+		newly, newlyUncharged = map[Key]float64{}, map[uint32]float64{}
 		for _, u := range hours {
-			r.frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+			newly[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
 		}
-		if err := freezeTails(r.watermark, watermark); err != nil {
+		if err := tails(newly, newlyUncharged, frozenTo, watermark); err != nil {
 			return nil, err
 		}
-		r.watermark = watermark
+		frozenTo = watermark
 	}
-	r.fingerprint, r.frozenAt, r.lastRollup = fp, now, lastRan.Hourly
-	in.Base = r.frozen
 	if lastRan.OK {
 		if full {
 			r.recent.rows = nil
 		}
-		if in.Hours, err = r.hours(ctx, l, qos, r.watermark, end, lastRan.Hourly, at.Unix()); err != nil {
+		if in.Hours, err = r.hours(ctx, l, qos, frozenTo, end, lastRan.Hourly, at.Unix()); err != nil {
 			return nil, err
 		}
 	}
 	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
 		return nil, err
 	}
-	in.BaseUncharged = r.frozenUncharged
 	if !r.Passes.ChargeJobEnd && lastRan.OK {
-		if in.Ended, err = c.Ended(ctx, r.watermark, lastRan.Hourly); err != nil {
+		if in.Ended, err = c.Ended(ctx, frozenTo, lastRan.Hourly); err != nil {
 			return nil, err
 		}
 	}
+
+	// every read succeeded: move the frozen sums to now
+	if full {
+		r.frozen, r.frozenUncharged = frozen, frozenUncharged
+		r.FullLoads++
+	} else if decay := math.Pow(r.Passes.D(), now-r.frozenAt); decay != 1 {
+		for k := range r.frozen {
+			r.frozen[k] *= decay
+		}
+		for id := range r.frozenUncharged {
+			r.frozenUncharged[id] *= decay
+		}
+	}
+	for k, v := range newly {
+		r.frozen[k] += v
+	}
+	for id, v := range newlyUncharged {
+		r.frozenUncharged[id] += v
+	}
+	if full || newly != nil {
+		r.Freezes++
+		r.frozenDBTime = r.dbNow
+	}
+	r.fingerprint, r.frozenAt, r.lastRollup, r.watermark = fp, now, lastRan.Hourly, frozenTo
+	in.Base, in.BaseUncharged = r.frozen, r.frozenUncharged
 	usage, rawProblems := RawUsage(in)
 	problems = append(problems, rawProblems...)
 	for i := range tree.Assocs {
