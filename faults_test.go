@@ -12,6 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -515,6 +516,7 @@ func TestFaultBadConfig(t *testing.T) {
 		{"unknown cluster", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--cluster", "nope"}, `--cluster: cluster "nope" is not in cluster_table: expected one of [v2411]`},
 		{"web config missing", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--web.config.file", "/nonexistent/web.yml"}, "/nonexistent/web.yml"},
 		{"web config bad", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--web.config.file", file("web.yml", "tls_server_config:\n  cert_file: /nonexistent/cert.pem\n")}, "web.yml"},
+		{"storage path missing", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--storage.path", "/nonexistent/state"}, "--storage.path /nonexistent/state: expected a directory the exporter can write"},
 		{"bad duration", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--refresh-interval", "5x"}, "--refresh-interval"},
 		{"negative duration", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--db.timeout=-1s"}, "--db.timeout -1s: expected a positive duration"},
 		{"bad regexp", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--collector.account-include", "("}, "--collector.account-include"},
@@ -565,5 +567,67 @@ func TestFaultWrongPassword(t *testing.T) {
 	m, _ := s.scrape()
 	if m[upDB] != 0 || !strings.Contains(s.logs.String(), "Access denied for user 'exporter'") {
 		t.Errorf("up{db} %v; log:\n%s", m[upDB], s.logs.String())
+	}
+}
+
+// TestFaultSavedUsage: with --storage.path the exporter saves each
+// cluster's frozen usage after its first refresh; a restarted one restores
+// it, says so, reads no whole history, and exports the same usage as one
+// started without it. A state file that is not one is named in a warning,
+// the whole history is read as without it, and the file is replaced.
+func TestFaultSavedUsage(t *testing.T) {
+	f := newFaultEnv(t)
+	// a 7-day half-life: the capture's rollups of a day ago still count
+	f.write(f.conf, "ClusterName=v2411\nPriorityType=priority/multifactor\nPriorityDecayHalfLife=7-0\nPriorityCalcPeriod=1\n")
+	// a day of hours before the capture's, below the re-read window: what
+	// the frozen sums hold
+	var rows []string
+	for h := int64(7); h <= 30; h++ {
+		start := int64(1795320000) - h*3600 // the capture's last rollup
+		rows = append(rows, fmt.Sprintf("(%d,%d,0,10,0,5,%d,%d)", start+3600, start+3600, start, 1000*h))
+	}
+	f.srv.MustSQL("USE slurm_acct_db; INSERT INTO v2411_assoc_usage_hour_table VALUES " + strings.Join(rows, ","))
+	store := t.TempDir()
+	args := []string{"--reported.source", "none", "--refresh-interval", "2s"}
+	file := filepath.Join(store, "v2411.usage")
+	first := f.serve(append(args, "--storage.path", store)...)
+	first.waitScrape("the state file", 30*time.Second, func(map[string]float64) bool { _, err := os.Stat(file); return err == nil })
+
+	restarted := f.serve(append(args, "--storage.path", store)...)
+	fresh := f.serve(args...)
+	usage := func(s *served) map[string]float64 {
+		return prefixed(s.waitScrape("usage", 30*time.Second, func(m map[string]float64) bool {
+			return len(prefixed(m, "slurmdbd_fairshare_usage_billing_seconds{")) > 0
+		}), "slurmdbd_fairshare_usage_billing_seconds{")
+	}
+	got, want := usage(restarted), usage(fresh)
+	nonzero := 0
+	for k, w := range want {
+		if g := got[k]; math.Abs(g-w) > 1e-4*w+1e-9 {
+			t.Errorf("%s: restored %v, read whole %v", k, g, w)
+		}
+		if w > 0 {
+			nonzero++
+		}
+	}
+	if len(got) != len(want) || nonzero == 0 {
+		t.Errorf("%d series restored, %d read whole, %d of them non-zero", len(got), len(want), nonzero)
+	}
+	logs := restarted.logs.String()
+	if !strings.Contains(logs, "saved usage restored") || strings.Contains(logs, "did not hold") {
+		t.Errorf("the restarted exporter does not say it restored saved usage, or says it did not hold")
+	}
+
+	f.write(file, "not a state\n")
+	again := f.serve(append(args, "--storage.path", store)...)
+	again.waitScrape("the state file replaced", 30*time.Second, func(map[string]float64) bool {
+		b, err := os.ReadFile(file)
+		return err == nil && !bytes.Equal(b, []byte("not a state\n"))
+	})
+	if logs := again.logs.String(); !strings.Contains(logs, "saved usage not used: reading the whole history") || !strings.Contains(logs, file) {
+		t.Errorf("a state file that is not one: no warning naming it")
+	}
+	if got := usage(again); len(got) != len(want) {
+		t.Errorf("after a bad state file: %d usage series, want %d", len(got), len(want))
 	}
 }

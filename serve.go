@@ -40,6 +40,7 @@ type serveCmd struct {
 	StateDir        string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf)."`
 	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
 	DBTimeout       time.Duration `name:"db.timeout" default:"30s" help:"Limit for each database query."`
+	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history ('': none)."`
 
 	ReportedSource   string        `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none."`
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
@@ -93,6 +94,14 @@ func (s *serveCmd) Validate() error {
 		if err := web.Validate(s.WebConfig); err != nil {
 			return fmt.Errorf("--web.config.file %s: %w", s.WebConfig, err)
 		}
+	}
+	if s.StoragePath != "" && !s.Demo {
+		f, err := os.CreateTemp(s.StoragePath, ".write-test-*")
+		if err != nil {
+			return fmt.Errorf("--storage.path %s: expected a directory the exporter can write: %w", s.StoragePath, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
 	}
 	if s.ReportedSource == "slurmrestd" && s.RestTokenFile == "" && !s.Demo {
 		return errors.New("--reported.source slurmrestd: expected --slurmrestd.token-file")
@@ -184,6 +193,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		MauiInterval: s.MauiInterval,
 		WhatIf:       s.Extended,
 		AllTRES:      s.Extended,
+		StoragePath:  s.StoragePath,
 		Filter:       filter, Collector: col, Log: log,
 	}
 	switch s.ReportedSource {

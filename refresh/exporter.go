@@ -75,6 +75,9 @@ type Exporter struct {
 	Log       zerolog.Logger
 	// QueryTimeout bounds each query (0: slurmdbd.DefaultTimeout).
 	QueryTimeout time.Duration
+	// StoragePath is a directory to keep each cluster's frozen usage in
+	// across restarts ("": none).
+	StoragePath string
 
 	now      func() time.Time
 	db       *slurmdbd.DB
@@ -97,6 +100,10 @@ type clusterState struct {
 	// mauiRollup is the hourly rollup the Maui windows were read at.
 	mauiRollup int64
 	maui       []float64
+	// restored: ref started from saved usage; savedFreezes is
+	// ref.Freezes when it was last saved.
+	restored     bool
+	savedFreezes int
 }
 
 type reportState struct {
@@ -322,6 +329,7 @@ func (e *Exporter) refreshAll(ctx context.Context, at time.Time) {
 		if cs == nil {
 			cs = &clusterState{}
 			e.clusters[name] = cs
+			e.restore(name, cs)
 		}
 		ok = e.refreshCluster(ctx, name, cs, at) && ok
 	}
@@ -351,6 +359,13 @@ func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterS
 		}
 		return false
 	}
+	if cs.restored {
+		cs.restored = false
+		if cs.ref.FullLoads > 0 {
+			e.Log.Warn().Str("slurm_cluster", name).Msg("saved usage did not hold (decay settings, schema or rollups changed while stopped): read the whole history")
+		}
+	}
+	e.save(name, cs)
 	t1 := e.now()
 	err = e.extras(ctx, cs.ref.Cluster, cs, in)
 	e.stage(StageExtras, e.now().Sub(t1), err)

@@ -47,18 +47,19 @@ func (r *Refresher) SaveState(w io.Writer) error {
 }
 
 // RestoreState gives r, before its first refresh, the frozen sums SaveState
-// wrote. The first refresh checks them against the database and reads the
-// whole history instead when they do not hold (Snapshot.Full says so).
-func (r *Refresher) RestoreState(rd io.Reader) error {
+// wrote for cluster. The first refresh checks them against the database
+// and reads the whole history instead when they do not hold (Snapshot.Full
+// says so).
+func (r *Refresher) RestoreState(rd io.Reader, cluster string) error {
 	if r.frozen != nil {
-		return fmt.Errorf("cluster %s: refreshed already: nothing to restore into", r.Cluster.Name)
+		return fmt.Errorf("cluster %s: refreshed already: nothing to restore into", cluster)
 	}
 	var s savedState
 	if err := gob.NewDecoder(rd).Decode(&s); err != nil {
 		return fmt.Errorf("reading saved usage: %w", err)
 	}
-	if s.Format != stateFormat || s.Cluster != r.Cluster.Name || s.Frozen == nil || s.DBTime <= 0 {
-		return fmt.Errorf("saved usage of cluster %q, format %d: expected cluster %q, format %d", s.Cluster, s.Format, r.Cluster.Name, stateFormat)
+	if s.Format != stateFormat || s.Cluster != cluster || s.Frozen == nil || s.DBTime <= 0 {
+		return fmt.Errorf("saved usage of cluster %q, format %d: expected cluster %q, format %d", s.Cluster, s.Format, cluster, stateFormat)
 	}
 	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup = s.Fingerprint, s.FrozenAt, s.Watermark, s.LastRollup
 	r.frozen, r.frozenUncharged, r.restoredAt = s.Frozen, s.Uncharged, s.DBTime

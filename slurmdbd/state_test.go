@@ -81,7 +81,7 @@ func TestRestoreState(t *testing.T) {
 			restored := func(p fairshare.Passes) *Refresher {
 				t.Helper()
 				r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
-				if err := r.RestoreState(bytes.NewReader(saved.Bytes())); err != nil {
+				if err := r.RestoreState(bytes.NewReader(saved.Bytes()), c.Name); err != nil {
 					t.Fatal(err)
 				}
 				return r
@@ -112,13 +112,11 @@ func TestRestoreState(t *testing.T) {
 
 			for what, state := range map[string][]byte{"garbage": []byte("not a state"), "empty": nil} {
 				r := &Refresher{Cluster: c, Passes: passes}
-				if err := r.RestoreState(bytes.NewReader(state)); err == nil {
+				if err := r.RestoreState(bytes.NewReader(state), c.Name); err == nil {
 					t.Errorf("%s restored", what)
 				}
 			}
-			elsewhere := c
-			elsewhere.Name = "other"
-			if err := (&Refresher{Cluster: elsewhere}).RestoreState(bytes.NewReader(saved.Bytes())); err == nil || !strings.Contains(err.Error(), `expected cluster "other"`) {
+			if err := (&Refresher{}).RestoreState(bytes.NewReader(saved.Bytes()), "other"); err == nil || !strings.Contains(err.Error(), `expected cluster "other"`) {
 				t.Errorf("another cluster's state: %v", err)
 			}
 		})
