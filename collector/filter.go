@@ -35,6 +35,9 @@ func CompileAnchored(flag, expr string) (*regexp.Regexp, error) {
 // were dropped by MaxAssociations (not counting what the other controls
 // leave out on purpose).
 func (f Filter) Apply(as []Association) (kept []Association, dropped int) {
+	if !f.NoUsers && f.Include == nil && f.Exclude == nil && (f.MaxAssociations <= 0 || len(as) <= f.MaxAssociations) {
+		return as, 0 // the usual case: copying 100k associations was a fifth of a steady refresh's CPU
+	}
 	kept = make([]Association, 0, len(as))
 	users := 0
 	for _, a := range as {

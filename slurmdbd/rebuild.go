@@ -37,6 +37,53 @@ type UsageInputs struct {
 	// AllTRES keeps every TRES's usage (Cluster.AllTRES); otherwise
 	// billing alone.
 	AllTRES bool
+	// Charged, when set, stands for Base and BaseUncharged charged to the
+	// tree (Charge) as of an earlier moment, and BaseScale is the decay
+	// since: a Refresher charges its 100k frozen sums once when they
+	// change, not at every refresh (two thirds of a steady refresh's CPU).
+	Charged   *Charged
+	BaseScale float64
+	// Node maps id_assoc to the tree association that carries its usage
+	// (nil: made from Rows and Tree).
+	Node map[uint32]int
+}
+
+// Charged is usage kept per id_assoc, charged to the tree associations
+// that carry it: per TRES and tree association, and uncharged usage per
+// tree association, before subtree sums.
+type Charged struct {
+	TRES      map[uint32][]float64
+	Uncharged []float64
+	Problems  []error
+}
+
+// Charge charges usage and uncharged usage kept per id_assoc to the tree,
+// through node (see nodes).
+func (in *UsageInputs) Charge(usage map[Key]float64, uncharged map[uint32]float64, node map[uint32]int) *Charged {
+	n := len(in.Tree.Assocs)
+	c := &Charged{TRES: map[uint32][]float64{TRESBilling: make([]float64, n)}, Uncharged: make([]float64, n)}
+	for k, v := range usage {
+		if k.TRES != TRESBilling && !in.AllTRES {
+			continue
+		}
+		i, ok := node[k.Assoc]
+		if !ok {
+			c.Problems = append(c.Problems, fmt.Errorf("usage of id_assoc=%d: no live association to charge it to: left out", k.Assoc))
+			continue
+		}
+		s := c.TRES[k.TRES]
+		if s == nil {
+			s = make([]float64, n)
+			c.TRES[k.TRES] = s
+		}
+		s[i] += v
+	}
+	for id, v := range uncharged {
+		if i, ok := node[id]; ok {
+			c.Uncharged[i] += v
+		}
+	}
+	return c
 }
 
 // Usage is decayed usage per tree association.
@@ -72,8 +119,20 @@ var periodSeconds = map[Period]float64{Hour: 3600, Day: 25 * 3600, Month: 31 * 8
 // cannot be placed are reported, not fatal.
 func RawUsage(in UsageInputs) (u Usage, problems []error) {
 	n := len(in.Tree.Assocs)
-	u.TRES = map[uint32][]float64{TRESBilling: make([]float64, n)}
-	node := nodes(in.Rows, in.Tree)
+	node := in.Node
+	if node == nil {
+		node = nodes(in.Rows, in.Tree)
+	}
+	base, scale := in.Charged, in.BaseScale
+	if base == nil {
+		base, scale = in.Charge(in.Base, in.BaseUncharged, node), 1
+	}
+	problems = append(problems, base.Problems...)
+	u.TRES = make(map[uint32][]float64, len(base.TRES))
+	for id, s := range base.TRES {
+		u.TRES[id] = scaled(s, scale)
+	}
+	u.Uncharged = scaled(base.Uncharged, scale)
 	add := func(k Key, v float64, what string) {
 		if k.TRES != TRESBilling && !in.AllTRES {
 			return
@@ -90,9 +149,6 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 		}
 		s[i] += v
 	}
-	for k, v := range in.Base {
-		add(k, v, "usage")
-	}
 	for _, b := range []struct {
 		rows []UsageRow
 		p    Period
@@ -108,12 +164,6 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 		}
 	}
 
-	u.Uncharged = make([]float64, n)
-	for id, v := range in.BaseUncharged {
-		if i, ok := node[id]; ok {
-			u.Uncharged[i] += v
-		}
-	}
 	jobsFrom := max(float64(in.LastRan.Hourly), in.Since)
 	for _, j := range in.Jobs {
 		per, billing, err := in.jobTRES(j)
@@ -293,4 +343,12 @@ func nodes(rows []Assoc, t *Tree) map[uint32]int {
 		}
 	}
 	return node
+}
+
+func scaled(s []float64, k float64) []float64 {
+	out := make([]float64, len(s))
+	for i, v := range s {
+		out[i] = v * k
+	}
+	return out
 }

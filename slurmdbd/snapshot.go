@@ -99,6 +99,13 @@ type Refresher struct {
 		boot    time.Time
 		rows    []Assoc
 		tree    *Tree
+		node    map[uint32]int
+	}
+	// charged is the frozen sums charged to the tree as of frozenAt, for
+	// the Freezes and AssocReads it was made at.
+	charged struct {
+		c                  *Charged
+		freezes, assocRead int
 	}
 	recent   recentHours
 	layout   *Layout
@@ -148,7 +155,7 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 		return nil, nil, err
 	}
 	r.AssocReads++
-	k.version, k.layout, k.boot, k.rows = v, l, r.Boot, rows
+	k.version, k.layout, k.boot, k.rows, k.node = v, l, r.Boot, rows, nodes(rows, tree)
 	t := *tree
 	t.Assocs = slices.Clone(t.Assocs)
 	k.tree = &t
@@ -315,30 +322,36 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 		}
 	}
 
-	// every read succeeded: move the frozen sums to now
+	// Every read succeeded: change the frozen sums. They stay decayed to
+	// frozenAt until more hours freeze (RawUsage scales them to now).
 	if full {
 		r.frozen, r.frozenUncharged = frozen, frozenUncharged
 		r.FullLoads++
-	} else if decay := math.Pow(r.Passes.D(), now-r.frozenAt); decay != 1 {
+	} else if newly != nil {
+		decay := math.Pow(r.Passes.D(), now-r.frozenAt)
 		for k := range r.frozen {
 			r.frozen[k] *= decay
 		}
 		for id := range r.frozenUncharged {
 			r.frozenUncharged[id] *= decay
 		}
-	}
-	for k, v := range newly {
-		r.frozen[k] += v
-	}
-	for id, v := range newlyUncharged {
-		r.frozenUncharged[id] += v
+		for k, v := range newly {
+			r.frozen[k] += v
+		}
+		for id, v := range newlyUncharged {
+			r.frozenUncharged[id] += v
+		}
 	}
 	if full || newly != nil {
 		r.Freezes++
-		r.frozenDBTime = r.dbNow
+		r.frozenDBTime, r.frozenAt = r.dbNow, now
 	}
-	r.fingerprint, r.frozenAt, r.lastRollup, r.watermark = fp, now, lastRan.Hourly, frozenTo
-	in.Base, in.BaseUncharged = r.frozen, r.frozenUncharged
+	r.fingerprint, r.lastRollup, r.watermark = fp, lastRan.Hourly, frozenTo
+	in.Base, in.BaseUncharged, in.Node = r.frozen, r.frozenUncharged, r.assocs.node
+	if ch := &r.charged; ch.c == nil || ch.freezes != r.Freezes || ch.assocRead != r.AssocReads {
+		ch.c, ch.freezes, ch.assocRead = in.Charge(r.frozen, r.frozenUncharged, in.Node), r.Freezes, r.AssocReads
+	}
+	in.Charged, in.BaseScale = r.charged.c, math.Pow(r.Passes.D(), now-r.frozenAt)
 	usage, rawProblems := RawUsage(in)
 	problems = append(problems, rawProblems...)
 	for i := range tree.Assocs {
