@@ -215,7 +215,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 
 func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collector.Collector, ready func() bool) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(col.Live(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", col.Handler(reg))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy.") })

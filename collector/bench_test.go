@@ -53,7 +53,7 @@ func BenchmarkScrape10k(b *testing.B) {
 	}
 	publish := time.Since(t0)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(col.Live(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := httptest.NewServer(col.Handler(reg))
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}

@@ -117,6 +117,7 @@ type Collector struct {
 
 	snap atomic.Pointer[Snapshot]
 	enc  atomic.Pointer[encoded]
+	own  own
 	now  func() time.Time
 }
 

@@ -7,11 +7,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -125,10 +128,10 @@ func TestAwkwardNames(t *testing.T) {
 	}
 }
 
-// TestRenderMatchesClientGolang: the exposition Publish renders by hand
-// holds the same lines as client_golang's own text encoding of the same
-// snapshot (families and series sorted differently), awkward names
-// included.
+// TestRenderMatchesClientGolang: the exposition Publish and a scrape
+// render by hand holds the same lines as client_golang's own text encoding
+// of the same snapshot at the same moment (families and series sorted
+// differently), awkward names included.
 func TestRenderMatchesClientGolang(t *testing.T) {
 	snap := refresh.Demo(time.Now(), 300)
 	for i, n := range []string{`qu"ote's`, "new\nline", "back\\slash", "ünïcødé", "bad\xff\xfebytes"} {
@@ -143,10 +146,6 @@ func TestRenderMatchesClientGolang(t *testing.T) {
 	}
 	var want strings.Builder
 	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "slurmdbd_exporter_source_age_seconds", "slurmdbd_exporter_snapshot_age_seconds":
-			continue // rendered at scrape time, not by Publish
-		}
 		if _, err := expfmt.MetricFamilyToText(&want, mf); err != nil {
 			t.Fatal(err)
 		}
@@ -206,6 +205,8 @@ func publishedText(t *testing.T, snap *Snapshot, extended bool) (*Collector, str
 	t.Helper()
 	c := New()
 	c.Extended = extended
+	at := time.Now()
+	SetNow(c, func() time.Time { return at }) // the ages, at scrape time
 	if err := c.Publish(snap); err != nil {
 		t.Fatal(err)
 	}
@@ -244,5 +245,46 @@ func TestPendingMetrics(t *testing.T) {
 	}
 	if got := strings.Count(text, "slurmdbd_priority_pending_jobs{"); got != len(cl.Pending) {
 		t.Errorf("%d pending_jobs series, %d groups", got, len(cl.Pending))
+	}
+}
+
+// TestOwnMetricsGatheredOncePerSecond: concurrent scrapes share one
+// gathering of the exporter's own metrics a second, each scrape renders
+// the ages as of itself, and both reach the client whole.
+func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
+	c := New()
+	if err := c.Publish(refresh.Demo(time.Now(), 50)); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	SetNow(c, func() time.Time { return at })
+	var gathered atomic.Int32
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "own_gatherings"}, func() float64 { return float64(gathered.Load()) }))
+	h := c.Handler(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		gathered.Add(1)
+		return reg.Gather()
+	}))
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() { defer wg.Done(); scrape() }()
+	}
+	wg.Wait()
+	if n := gathered.Load(); n != 1 {
+		t.Errorf("20 scrapes in the same second gathered %d times, want 1", n)
+	}
+	at = at.Add(1500 * time.Millisecond)
+	body := scrape()
+	if n := gathered.Load(); n != 2 {
+		t.Errorf("a scrape 1.5 s later: %d gatherings, want 2", n)
+	}
+	if !strings.Contains(body, "own_gatherings 2\n") || !strings.Contains(body, "slurmdbd_exporter_snapshot_age_seconds ") || !strings.Contains(body, "slurmdbd_fairshare_shares{") {
+		t.Errorf("scrape lacks its own metrics, the ages or the snapshot:\n%.2000s", body)
 	}
 }

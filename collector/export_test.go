@@ -1,0 +1,6 @@
+package collector
+
+import "time"
+
+// SetNow fixes the moment a scrape renders the ages for (tests).
+func SetNow(c *Collector, now func() time.Time) { c.now = now }
