@@ -395,7 +395,10 @@ func TestFaultBadData(t *testing.T) {
 		" INSERT INTO v2411_assoc_table (creation_time, mod_time, id_assoc, user, acct, parent_acct, id_parent, lineage, shares) VALUES " + strings.Join(rows, ",") + ";" +
 		" INSERT INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_alt, id_tres, time_start, alloc_secs) VALUES" +
 		" (1795320000,1795320000,0,11,0,1,1795298400,18446744073709551615), (1795320000,1795320000,0,12,0,9999,1795316400,5000)," +
-		" (1795320000,1795320000,0,100,0,1,1795316400,7200)")
+		" (1795320000,1795320000,0,100,0,1,1795316400,7200);" +
+		// logged as slurmdbd logs an administrator's change: rows written
+		// behind its back are seen within 10 minutes (RecheckHours)
+		" INSERT INTO txn_table (timestamp, action, name, actor, cluster) VALUES (UNIX_TIMESTAMP(), 1405, 'bad rows', 'root', 'v2411')")
 
 	s.waitScrape("the new rows exported", 20*time.Second, func(m map[string]float64) bool {
 		return len(prefixed(m, `slurmdbd_fairshare_shares{account="we|ird \"acct\""`)) > 0

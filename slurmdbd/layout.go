@@ -24,6 +24,9 @@ type Layout struct {
 	// (22.05); HourModIndex: one starts with mod_time (archive_purge,
 	// 24.11+, which have no time_start index).
 	HourTimeIndex, HourModIndex bool
+	// Txn: txn_table, where slurmdbd logs every change an administrator
+	// makes (sacctmgr), associations included.
+	Txn bool
 }
 
 // required columns per table suffix ("" for global tables).
@@ -34,7 +37,7 @@ var required = map[string][]string{
 	"job_table":              {"job_db_inx", "id_assoc", "id_qos", "time_start", "time_end", "tres_alloc", "deleted"},
 }
 
-const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?)"
+const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?, ?)"
 
 // hoursByModTime: the hour table is indexed by mod_time and not by
 // time_start (24.11+). slurmdbd sets mod_time when it rolls an hour up,
@@ -49,7 +52,7 @@ const sqlIndexes = "SELECT column_name FROM information_schema.statistics WHERE 
 // one the exporter needs is missing.
 func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	tables := []string{"assoc_table", "assoc_usage_hour_table", "last_ran_table", "job_table", "qos_usage_hour_table"}
-	args := []any{"acct_table"}
+	args := []any{"acct_table", "txn_table"}
 	for _, t := range tables {
 		args = append(args, c.Name+"_"+t)
 	}
@@ -98,5 +101,6 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 		AcctFlags: cols["acct_table"]["flags"],
 		IDAlt:     cols["assoc_usage_hour_table"]["id_alt"],
 		QOSUsage:  cols["qos_usage_hour_table"]["id_alt"],
+		Txn:       cols["txn_table"]["id"],
 	}, nil
 }

@@ -61,10 +61,11 @@ func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release
 	// read again.
 	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d", db, base+3*3600))
 	check(time.Unix(base+10*3600+3200, 0), true)
-	// A new association, then usage of it: still incremental, and the
-	// same as a full load.
+	// A new association (logged in txn_table, as slurmdbd does for
+	// sacctmgr), then usage of it: still incremental, and the same as a
+	// full load.
 	srv.MustSQL(fmt.Sprintf("USE %s; INSERT INTO v2411_assoc_table (creation_time, mod_time, id_assoc, user, acct, parent_acct, id_parent, lineage, shares)"+
-		" VALUES (1, 1, 500, '', 'newacct', 'root', 1, '/newacct/', 5)", db))
+		" VALUES (1, 1, 500, '', 'newacct', 'root', 1, '/newacct/', 5); %s", db, logTxn))
 	check(time.Unix(base+10*3600+3500, 0), false)
 	srv.MustSQL(fmt.Sprintf("USE %s; INSERT INTO v2411_assoc_usage_hour_table VALUES (%d,%d,0,500,0,5,%d,777777); UPDATE v2411_last_ran_table SET hourly_rollup = %d",
 		db, base+12*3600, base+12*3600, base+11*3600, base+12*3600))
@@ -75,13 +76,27 @@ func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release
 	}
 
 	// The association table is read again only when it changed (slurmdbd
-	// sets mod_time): a shares edit is seen at the next refresh.
+	// logs the change in txn_table and sets mod_time): a shares edit is
+	// seen at the next refresh. One written behind slurmdbd's back, with
+	// nothing logged, is seen within RecheckHours, when the table is
+	// scanned again.
 	reads := r.AssocReads
 	check(time.Unix(base+12*3600+900, 0), false)
 	if r.AssocReads != reads {
 		t.Errorf("unchanged association table read again")
 	}
-	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_table SET shares = 77, mod_time = UNIX_TIMESTAMP() - 10 WHERE id_assoc = 500", db))
+	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_table SET shares = 66, mod_time = UNIX_TIMESTAMP() - 10 WHERE id_assoc = 500", db))
+	check(time.Unix(base+12*3600+1000, 0), false)
+	if r.AssocReads != reads {
+		t.Errorf("an edit behind slurmdbd's back seen before RecheckHours")
+	}
+	r.assocs.scannedAt -= int64(RecheckHours.Seconds())
+	check(time.Unix(base+12*3600+1100, 0), false)
+	if r.AssocReads != reads+1 {
+		t.Errorf("an edit behind slurmdbd's back not seen after RecheckHours")
+	}
+	srv.MustSQL(fmt.Sprintf("USE %s; UPDATE v2411_assoc_table SET shares = 77, mod_time = UNIX_TIMESTAMP() - 5 WHERE id_assoc = 500; %s", db, logTxn))
+	reads = r.AssocReads
 	got, err := r.Refresh(ctx, time.Unix(base+12*3600+1200, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +109,10 @@ func refresherMatchesFullLoad(t *testing.T, srv *mariadbtest.Server, rel release
 		t.Errorf("after a shares edit: %d reads (want %d), shares %d (want 77)", r.AssocReads, reads+1, shares["newacct/"])
 	}
 }
+
+// logTxn logs an administrator's change in txn_table, as slurmdbd does
+// with every sacctmgr change (the action is DBD_MODIFY_ASSOCS' number).
+const logTxn = "INSERT INTO txn_table (timestamp, action, name, actor, cluster) VALUES (UNIX_TIMESTAMP(), 1409, 'id_assoc=500', 'root', 'v2411')"
 
 // base is 04:00 of the 24.11 capture, the hour after its real rollup.
 const base = 1795320000

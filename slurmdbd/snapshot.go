@@ -100,6 +100,9 @@ type Refresher struct {
 		rows    []Assoc
 		tree    *Tree
 		node    map[uint32]int
+		// txn is txn_table's newest id at the last scan of the table,
+		// scannedAt the server's clock then.
+		txn, scannedAt int64
 	}
 	// charged is the frozen sums charged to the tree as of frozenAt, for
 	// the Freezes and AssocReads it was made at.
@@ -107,7 +110,14 @@ type Refresher struct {
 		c                  *Charged
 		freezes, assocRead int
 	}
-	recent   recentHours
+	recent recentHours
+	// ended are the jobs that ended in [from, to), the rolled-up hours
+	// above the watermark, as last read.
+	ended struct {
+		from, to int64
+		jobs     []Job
+		ok       bool
+	}
 	layout   *Layout
 	layoutAt int64
 	// dbNow is the database server's clock at the start of the refresh,
@@ -132,16 +142,35 @@ type Refresher struct {
 // fill in usage).
 func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree, error) {
 	c := r.Cluster
+	k := &r.assocs
+	cached := func() ([]Assoc, *Tree, error) {
+		t := *k.tree
+		t.Assocs = slices.Clone(t.Assocs)
+		return k.rows, &t, nil
+	}
+	same := k.tree != nil && k.version.stable && l == k.layout && r.Boot.Equal(k.boot)
+	var txn int64
+	if l.Txn {
+		// Nothing logged since the last scan: the table is as it was,
+		// unless someone wrote it outside slurmdbd (scanned again every
+		// RecheckHours for that).
+		id, now, err := c.lastTxn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.dbNow, txn = now, id
+		if same && id == k.txn && now >= k.scannedAt && now-k.scannedAt < int64(RecheckHours.Seconds()) {
+			return cached()
+		}
+	}
 	v, now, err := c.assocVersion(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	r.dbNow = now
-	k := &r.assocs
-	if k.tree != nil && v.stable && v == k.version && l == k.layout && r.Boot.Equal(k.boot) {
-		t := *k.tree
-		t.Assocs = slices.Clone(t.Assocs)
-		return k.rows, &t, nil
+	k.txn, k.scannedAt = txn, now
+	if same && v.stable && v == k.version {
+		return cached()
 	}
 	rows, err := c.Associations(ctx, l)
 	if err != nil {
@@ -317,9 +346,17 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 		return nil, err
 	}
 	if !r.Passes.ChargeJobEnd && lastRan.OK {
-		if in.Ended, err = c.Ended(ctx, frozenTo, lastRan.Hourly); err != nil {
-			return nil, err
+		// the same between rollups: a late job record makes slurmdbd
+		// rewind last_ran, which changes the range
+		e := &r.ended
+		if !e.ok || e.from != frozenTo || e.to != lastRan.Hourly {
+			e.ok = false
+			if e.jobs, err = c.Ended(ctx, frozenTo, lastRan.Hourly); err != nil {
+				return nil, err
+			}
+			e.from, e.to, e.ok = frozenTo, lastRan.Hourly, true
 		}
+		in.Ended = e.jobs
 	}
 
 	// Every read succeeded: change the frozen sums. They stay decayed to
