@@ -57,26 +57,35 @@ type Charged struct {
 	Problems  []error
 }
 
+// chargeTo adds v to TRES k.TRES of the tree association that carries
+// k.Assoc (through node), unless the TRES is not kept (AllTRES); an error
+// when no association does.
+func (in *UsageInputs) chargeTo(tres map[uint32][]float64, node map[uint32]int, k Key, v float64, what string) error {
+	if k.TRES != TRESBilling && !in.AllTRES {
+		return nil
+	}
+	i, ok := node[k.Assoc]
+	if !ok {
+		return fmt.Errorf("%s of id_assoc=%d: no live association to charge it to: left out", what, k.Assoc)
+	}
+	s := tres[k.TRES]
+	if s == nil {
+		s = make([]float64, len(in.Tree.Assocs))
+		tres[k.TRES] = s
+	}
+	s[i] += v
+	return nil
+}
+
 // Charge charges usage and uncharged usage kept per id_assoc to the tree,
 // through node (see nodes).
 func (in *UsageInputs) Charge(usage map[Key]float64, uncharged map[uint32]float64, node map[uint32]int) *Charged {
 	n := len(in.Tree.Assocs)
 	c := &Charged{TRES: map[uint32][]float64{TRESBilling: make([]float64, n)}, Uncharged: make([]float64, n)}
 	for k, v := range usage {
-		if k.TRES != TRESBilling && !in.AllTRES {
-			continue
+		if err := in.chargeTo(c.TRES, node, k, v, "usage"); err != nil {
+			c.Problems = append(c.Problems, err)
 		}
-		i, ok := node[k.Assoc]
-		if !ok {
-			c.Problems = append(c.Problems, fmt.Errorf("usage of id_assoc=%d: no live association to charge it to: left out", k.Assoc))
-			continue
-		}
-		s := c.TRES[k.TRES]
-		if s == nil {
-			s = make([]float64, n)
-			c.TRES[k.TRES] = s
-		}
-		s[i] += v
 	}
 	for id, v := range uncharged {
 		if i, ok := node[id]; ok {
@@ -134,20 +143,9 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 	}
 	u.Uncharged = scaled(base.Uncharged, scale)
 	add := func(k Key, v float64, what string) {
-		if k.TRES != TRESBilling && !in.AllTRES {
-			return
+		if err := in.chargeTo(u.TRES, node, k, v, what); err != nil {
+			problems = append(problems, err)
 		}
-		i, ok := node[k.Assoc]
-		if !ok {
-			problems = append(problems, fmt.Errorf("%s of id_assoc=%d: no live association to charge it to: left out", what, k.Assoc))
-			return
-		}
-		s := u.TRES[k.TRES]
-		if s == nil {
-			s = make([]float64, n)
-			u.TRES[k.TRES] = s
-		}
-		s[i] += v
 	}
 	for _, b := range []struct {
 		rows []UsageRow
