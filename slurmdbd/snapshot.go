@@ -91,24 +91,14 @@ type Refresher struct {
 	frozenAt        float64 // the pass the frozen sums are decayed to
 	watermark       int64   // rows with time_start below it are frozen
 	lastRollup      int64
-	// assocs are the association rows and tree of the last refresh, kept
-	// while the table is unchanged.
-	assocs struct {
-		version assocVersion
-		layout  Layout
-		boot    time.Time
-		rows    []Assoc
-		tree    *Tree
-		node    map[uint32]int
-		// txn is txn_table's newest id at the last scan of the table,
-		// scannedAt the server's clock then.
-		txn, scannedAt int64
-	}
+	// assocs are the association rows and tree, shared with the
+	// refreshers Seed gives the frozen sums to.
+	assocs *assocCache
 	// charged is the frozen sums charged to the tree as of frozenAt, for
-	// the Freezes and AssocReads it was made at.
+	// the Freezes and association rows (assocCache.reads) it was made at.
 	charged struct {
-		c                  *Charged
-		freezes, assocRead int
+		c              *Charged
+		freezes, reads int
 	}
 	recent recentHours
 	// ended are the jobs that ended in [from, to), the rolled-up hours
@@ -136,13 +126,32 @@ type Refresher struct {
 	Refined int
 }
 
-// associations reads the association rows and builds the tree, or gives those of the last refresh when the table has
-// not changed since: at 100k associations reading, ordering and linking
-// them is most of a steady refresh. The tree is a copy each time (callers
-// fill in usage).
+// assocCache is the association rows and tree as last read, kept while
+// the table is unchanged.
+type assocCache struct {
+	version assocVersion
+	layout  Layout
+	boot    time.Time
+	rows    []Assoc
+	tree    *Tree
+	node    map[uint32]int
+	// txn is txn_table's newest id at the last scan of the table,
+	// scannedAt the server's clock then.
+	txn, scannedAt int64
+	// reads counts the reads of the rows.
+	reads int
+}
+
+// associations reads the association rows and builds the tree, or gives
+// those of the last refresh when the table has not changed since: at 100k
+// associations reading, ordering and linking them is most of a steady
+// refresh. The tree is a copy each time (callers fill in usage).
 func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree, error) {
 	c := r.Cluster
-	k := &r.assocs
+	if r.assocs == nil {
+		r.assocs = &assocCache{}
+	}
+	k := r.assocs
 	cached := func() ([]Assoc, *Tree, error) {
 		t := *k.tree
 		t.Assocs = slices.Clone(t.Assocs)
@@ -184,6 +193,7 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 		return nil, nil, err
 	}
 	r.AssocReads++
+	k.reads++
 	k.version, k.layout, k.boot, k.rows, k.node = v, l, r.Boot, rows, nodes(rows, tree)
 	t := *tree
 	t.Assocs = slices.Clone(t.Assocs)
@@ -200,6 +210,8 @@ func (r *Refresher) Seed(o *Refresher) {
 	if r.frozen != nil || o.frozen == nil {
 		return
 	}
+	// the same rows and tree: at 100k associations one copy is 40 MB
+	r.assocs = o.assocs
 	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup, r.frozenDBTime = o.fingerprint, o.frozenAt, o.watermark, o.lastRollup, o.frozenDBTime
 	r.frozen, r.frozenUncharged = maps.Clone(o.frozen), maps.Clone(o.frozenUncharged)
 }
@@ -385,8 +397,8 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	}
 	r.fingerprint, r.lastRollup, r.watermark = fp, lastRan.Hourly, frozenTo
 	in.Base, in.BaseUncharged, in.Node = r.frozen, r.frozenUncharged, r.assocs.node
-	if ch := &r.charged; ch.c == nil || ch.freezes != r.Freezes || ch.assocRead != r.AssocReads {
-		ch.c, ch.freezes, ch.assocRead = in.Charge(r.frozen, r.frozenUncharged, in.Node), r.Freezes, r.AssocReads
+	if ch := &r.charged; ch.c == nil || ch.freezes != r.Freezes || ch.reads != r.assocs.reads {
+		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen, r.frozenUncharged, in.Node), r.Freezes, r.assocs.reads
 	}
 	in.Charged, in.BaseScale = r.charged.c, math.Pow(r.Passes.D(), now-r.frozenAt)
 	usage, rawProblems := RawUsage(in)

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unique"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
@@ -290,16 +291,19 @@ func parseRow(f []string, idx map[string]int) (Row, error) {
 	acct, _ := get(Account)
 	name := strings.TrimLeft(acct, " ")
 	r.Depth = len(acct) - len(name)
-	r.Account = name
-	if r.Account == "" {
+	if name == "" {
 		return r, fmt.Errorf("empty Account field: expected an account name")
 	}
-	r.User, _ = get(User)
-	r.Partition, _ = get(Partition)
-	r.Cluster, _ = get(Cluster)
-	r.GrpTRESMins, _ = get(GrpTRESMins)
-	r.GrpTRESRaw, _ = get(GrpTRESRaw)
-	r.TRESRunMins, _ = get(TRESRunMins)
+	// Kept strings are copies, and equal ones one copy (unique.Make):
+	// substrings would keep every line alive, some 15 MB at 100k
+	// associations, most of it TRES strings that repeat on every row.
+	str := func(col string) string {
+		v, _ := get(col)
+		return unique.Make(v).Value()
+	}
+	r.Account = unique.Make(name).Value()
+	r.User, r.Partition, r.Cluster = str(User), str(Partition), str(Cluster)
+	r.GrpTRESMins, r.GrpTRESRaw, r.TRESRunMins = str(GrpTRESMins), str(GrpTRESRaw), str(TRESRunMins)
 	if s, ok := get(RawShares); ok && s != "" {
 		if s == "parent" {
 			r.RawShares = fairshare.SharesParent
