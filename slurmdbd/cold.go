@@ -50,10 +50,10 @@ type coldSum struct {
 }
 
 // keys are what a cold load sums by primary key (id, id_tres,
-// time_start): every association id of the cluster and billing (with
-// Cluster.AllTRES every TRES of tres_table but energy). 22.05's time_start index makes the server fetch
-// each row at random; by key prefix it reads them in order, twice as
-// fast, and 24.11+ has no time_start index at all.
+// time_start): every association id of the cluster and the TRES of
+// tres_table it keeps (keepsTRES). 22.05's time_start index makes the
+// server fetch each row at random; by key prefix it reads them in order,
+// twice as fast, and 24.11+ has no time_start index at all.
 type keys struct {
 	ids  []uint32
 	tres []uint32
@@ -220,7 +220,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Ke
 
 	all := keys{}
 	for id := range tres {
-		if id != TRESEnergy && (c.AllTRES || id == TRESBilling) {
+		if keepsTRES(id, c.AllTRES) {
 			all.tres = append(all.tres, id)
 		}
 	}

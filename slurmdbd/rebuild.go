@@ -61,7 +61,7 @@ type Charged struct {
 // k.Assoc (through node), unless the TRES is not kept (AllTRES); an error
 // when no association does.
 func (in *UsageInputs) chargeTo(tres map[uint32][]float64, node map[uint32]int, k Key, v float64, what string) error {
-	if k.TRES != TRESBilling && !in.AllTRES {
+	if !keepsTRES(k.TRES, in.AllTRES) {
 		return nil
 	}
 	i, ok := node[k.Assoc]
@@ -75,6 +75,12 @@ func (in *UsageInputs) chargeTo(tres map[uint32][]float64, node map[uint32]int, 
 	}
 	s[i] += v
 	return nil
+}
+
+// keepsTRES says whether usage of a TRES is kept: billing, or with all
+// every TRES but energy (Cluster.tresCond says the same to the server).
+func keepsTRES(id uint32, all bool) bool {
+	return id != TRESEnergy && (all || id == TRESBilling)
 }
 
 // Charge charges usage and uncharged usage kept per id_assoc to the tree,
