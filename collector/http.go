@@ -71,17 +71,13 @@ func (c *Collector) ownGzip(g prometheus.Gatherer) ([]byte, error) {
 			o.err = fmt.Errorf("gathering the exporter's own metrics: %w", err)
 			return nil, o.err
 		}
-		var gz bytes.Buffer
-		zw := gzipWriters.Get().(*gzip.Writer)
-		zw.Reset(&gz)
-		for _, mf := range mfs {
-			if _, err := expfmt.MetricFamilyToText(zw, mf); err != nil {
-				o.err = err
+		o.gz = gzipped(func(zw io.Writer) {
+			for _, mf := range mfs {
+				if _, err := expfmt.MetricFamilyToText(zw, mf); err != nil {
+					o.err = err
+				}
 			}
-		}
-		zw.Close()
-		gzipWriters.Put(zw)
-		o.gz = gz.Bytes()
+		})
 	}
 	return o.gz, o.err
 }
@@ -140,6 +136,17 @@ var gzipWriters = sync.Pool{New: func() any {
 	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
 	return zw
 }}
+
+// gzipped is what write writes, as one gzip member.
+func gzipped(write func(io.Writer)) []byte {
+	var gz bytes.Buffer
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&gz)
+	write(zw)
+	zw.Close()
+	gzipWriters.Put(zw)
+	return gz.Bytes()
+}
 
 func acceptsGzip(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {

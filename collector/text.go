@@ -1,8 +1,7 @@
 package collector
 
 import (
-	"bytes"
-	"compress/gzip"
+	"io"
 	"math"
 	"slices"
 	"strconv"
@@ -21,37 +20,33 @@ import (
 // (TestRenderMatchesClientGolang); at 100k associations holding the text
 // (100 MB) before compressing it was most of the peak RSS.
 func renderGzip(collect func(sink)) []byte {
-	var gz bytes.Buffer
-	zw := gzipWriters.Get().(*gzip.Writer)
-	zw.Reset(&gz)
-	seen := make([]bool, len(Descs))
-	types := make([]prometheus.ValueType, len(Descs))
-	collect(func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-		i := families[d].index
-		seen[i], types[i] = true, t
-	})
-	buf := make([]byte, 0, 64<<10)
-	for i := range Descs {
-		if !seen[i] {
-			continue
-		}
-		buf = appendHeader(buf, i, types[i])
+	return gzipped(func(zw io.Writer) {
+		seen := make([]bool, len(Descs))
+		types := make([]prometheus.ValueType, len(Descs))
 		collect(func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
-			f := families[d]
-			if f.index != i {
-				return
-			}
-			buf = appendSample(buf, f, v, labels)
-			if len(buf) >= 64<<10 {
-				zw.Write(buf)
-				buf = buf[:0]
-			}
+			i := families[d].index
+			seen[i], types[i] = true, t
 		})
-	}
-	zw.Write(buf)
-	zw.Close()
-	gzipWriters.Put(zw)
-	return gz.Bytes()
+		buf := make([]byte, 0, 64<<10)
+		for i := range Descs {
+			if !seen[i] {
+				continue
+			}
+			buf = appendHeader(buf, i, types[i])
+			collect(func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
+				f := families[d]
+				if f.index != i {
+					return
+				}
+				buf = appendSample(buf, f, v, labels)
+				if len(buf) >= 64<<10 {
+					zw.Write(buf)
+					buf = buf[:0]
+				}
+			})
+		}
+		zw.Write(buf)
+	})
 }
 
 // families indexes Descs, with each family's label names in the sorted
