@@ -42,52 +42,85 @@ func Start(t testing.TB, dir string) *Server {
 		dir = d
 		t.Cleanup(func() { os.RemoveAll(d) })
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s := &Server{Dir: dir, t: t}
+	if err := os.MkdirAll(s.tmp(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Dir: dir, Port: l.Addr().(*net.TCPAddr).Port, t: t}
-	l.Close()
 	data := filepath.Join(dir, "db")
+	// The bootstrap server needs the private tmpdir too: in the shared
+	// /tmp its temporary table vanished under it (seen in CI: "Could not
+	// remove temporary table", then "Unknown table 'mysql.tmp_user_sys'").
 	out, err := exec.Command("mariadb-install-db", "--no-defaults", "--user=root", "--datadir="+data,
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir="+s.tmp()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, testenv.Tail(out))
 	}
-	s.start()
+	for attempt := 1; !s.start(freePort(t)); attempt++ {
+		if attempt == 5 {
+			t.Fatalf("MariaDB: another process took each of 5 free ports before the server bound it")
+		}
+	}
 	t.Cleanup(s.Stop)
 	return s
 }
 
-func (s *Server) start() {
-	s.t.Helper()
-	tmp := filepath.Join(s.Dir, "tmp")
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		s.t.Fatal(err)
+// freePort is a loopback port nothing listens on now. Between closing it
+// and the server binding it, another test may take it: start checks.
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start starts the server on port and waits until it answers there. It
+// is false when the server exited or another one answers instead: two
+// parallel tests picked the same free port, and the one whose server came
+// second was loading its data into the other's (seen in CI: "database
+// exists").
+func (s *Server) start(port int) bool {
+	s.t.Helper()
+	s.Port = port
 	logf, err := os.OpenFile(filepath.Join(s.Dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+filepath.Join(s.Dir, "db"),
+	data, err := filepath.Abs(filepath.Join(s.Dir, "db"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command("mariadbd", "--no-defaults", "--user=root", "--datadir="+data,
 		"--socket="+filepath.Join(s.Dir, "my.sock"), fmt.Sprintf("--port=%d", s.Port), "--bind-address=127.0.0.1",
 		"--pid-file="+filepath.Join(s.Dir, "db.pid"), "--log-error="+filepath.Join(s.Dir, "db.err"),
 		"--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900", "--skip-log-bin",
 		// a tmpdir of its own: in the shared /tmp one server's internal
 		// temporary table vanished under it while others ran (seen in CI)
-		"--tmpdir="+tmp)
+		"--tmpdir="+s.tmp())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Pdeathsig: a test killed by its timeout takes the server along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("starting mariadbd: %v", err)
 	}
-	go func() { cmd.Wait(); logf.Close() }()
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(exited) }()
 	s.cmd = cmd
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err = s.SQL("SELECT 1"); err == nil {
-			return
+		select {
+		case <-exited:
+			s.cmd = nil
+			return false
+		default:
+		}
+		if out, err := s.SQL("SELECT @@datadir"); err == nil {
+			if filepath.Clean(strings.TrimSpace(out)) == data {
+				return true
+			}
+			s.Stop() // another server on the port: ours cannot bind it
+			return false
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(s.Dir, "db.err"))
@@ -112,8 +145,16 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// tmp is the server's own tmpdir.
+func (s *Server) tmp() string { return filepath.Join(s.Dir, "tmp") }
+
 // Restart starts a stopped server again on the same port and data.
-func (s *Server) Restart() { s.start() }
+func (s *Server) Restart() {
+	s.t.Helper()
+	if !s.start(s.Port) {
+		s.t.Fatalf("MariaDB restart: port %d taken by another process", s.Port)
+	}
+}
 
 // SQL runs statements as root and returns the tab-separated result
 // without a header.
