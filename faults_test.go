@@ -54,7 +54,12 @@ func newFaultEnv(t *testing.T) *faultEnv {
 	f.conf = filepath.Join(f.dir, "slurm.conf")
 	f.fakeBin = filepath.Join(f.dir, "bin")
 	f.write(f.dsnFile, srv.DSN("exporter", f.secret, "slurm_acct_db")+"\n")
-	f.write(f.conf, "ClusterName=v2411\nPriorityType=priority/multifactor\nPriorityDecayHalfLife=0-01:00:00\nPriorityCalcPeriod=1\nStateSaveLocation="+filepath.Join(f.dir, "state")+"\n")
+	// The capture's rows are of 2026-11-22 and the exporter computes at the
+	// wall clock: with a 1-hour half-life they fell out of the 40-half-life
+	// horizon two days later, and the bad rows below with them (CI found
+	// TestFaultBadData blind to them). A year's half-life keeps them read
+	// for decades.
+	f.write(f.conf, "ClusterName=v2411\nPriorityType=priority/multifactor\nPriorityDecayHalfLife=365-0\nPriorityCalcPeriod=1\nStateSaveLocation="+filepath.Join(f.dir, "state")+"\n")
 	if err := os.Mkdir(f.fakeBin, 0o755); err != nil {
 		t.Fatal(err)
 	}

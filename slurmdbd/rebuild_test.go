@@ -156,11 +156,7 @@ func TestOrderAsSlurmctld(t *testing.T) {
 // partial interval. The rebuilt usage is what slurmctld charged, the
 // rest is uncharged; with limits everything is charged.
 func TestUnchargedTails(t *testing.T) {
-	rows := []Assoc{{ID: 1, Account: "root"}, {ID: 2, Account: "a", ParentAccount: "root", Shares: 1}, {ID: 3, Account: "a", User: "u", Shares: 1}}
-	tree, err := BuildTree(rows)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows, tree := oneUser(t)
 	// a 1000-day half-life: decay inside the test's hours is below 1e-5
 	p := fairshare.Passes{HalfLife: 1000 * 86400, Period: 300, Phase: 18}
 	const h = 3600
@@ -189,6 +185,43 @@ func TestUnchargedTails(t *testing.T) {
 			t.Errorf("root's uncharged %v is not its subtree's %v", u.Uncharged[0], u.Uncharged[2])
 		}
 	}
+}
+
+// TestTailsBelowZero: a job whose whole usage is its uncharged tail leaves
+// its rollup at 0 give or take rounding; rounding below zero is 0 (the
+// fairshare tree rejects negative usage: a refresh failed on -9.2e-11 in
+// TestFaultBadData), and a tail larger than the rollup is reported and
+// counted as 0.
+func TestTailsBelowZero(t *testing.T) {
+	rows, tree := oneUser(t)
+	p := fairshare.Passes{HalfLife: 1000 * 86400, Period: 300, Phase: 18}
+	const h = 3600
+	job := Job{Inx: 1, Assoc: 3, Start: h + 20, End: h + 40, TRESAlloc: "1=64,5=64"} // between two passes: all tail
+	for _, c := range []struct {
+		alloc   float64
+		problem bool
+	}{{20*64 - 0.02, false}, {20*64 - 100, true}} { // the hour's spread decays 1.3e-5 less than the tail
+		in := UsageInputs{Rows: rows, Tree: tree, Passes: p, At: 3 * h, LastRan: LastRan{Hourly: 2 * h, OK: true},
+			Hours: []UsageRow{{Assoc: 3, TRES: 5, Start: h, AllocSecs: c.alloc}}, Ended: []Job{job}}
+		u, problems := RawUsage(in)
+		if u.Raw[0] != 0 || u.Raw[2] != 0 {
+			t.Errorf("alloc_secs %v: raw usage %v, want 0", c.alloc, u.Raw)
+		}
+		if got := len(problems) > 0; got != c.problem || got && !strings.Contains(problems[0].Error(), `account="a" user="u" is -`) {
+			t.Errorf("alloc_secs %v: problems %v, want one: %v", c.alloc, problems, c.problem)
+		}
+	}
+}
+
+// oneUser is root, account a and its user u (id_assoc 1, 2, 3).
+func oneUser(t *testing.T) ([]Assoc, *Tree) {
+	t.Helper()
+	rows := []Assoc{{ID: 1, Account: "root"}, {ID: 2, Account: "a", ParentAccount: "root", Shares: 1}, {ID: 3, Account: "a", User: "u", Shares: 1}}
+	tree, err := BuildTree(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, tree
 }
 
 // TestInheritedPriority: a NULL priority takes the nearest ancestor's, as
