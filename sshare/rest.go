@@ -70,8 +70,8 @@ func FetchREST(ctx context.Context, client *http.Client, baseURL, version, user,
 // bounds Run.
 func RunJSON(ctx context.Context, slurmConf string) (*Output, error) {
 	args := []string{"--json", "-a", "-l", "-m"}
-	stdout, err := runSshare(ctx, slurmConf, args...)
-	if err != nil {
+	var stdout []byte
+	if err := runSshare(ctx, slurmConf, func(r io.Reader) { stdout, _ = io.ReadAll(r) }, args...); err != nil {
 		// sshare --json may report slurmctld's refusal only in the
 		// document's errors list.
 		if ctx.Err() == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,31 +17,50 @@ import (
 // the cluster of slurmConf (SLURM_CONF) and parses its output. ctx bounds
 // it; the process is killed and reaped when ctx ends.
 func Run(ctx context.Context, slurmConf string) (*Output, error) {
-	stdout, err := runSshare(ctx, slurmConf, "-a", "-l", "-P", "-m")
-	if err != nil {
+	args := []string{"-a", "-l", "-P", "-m"}
+	var out *Output
+	var perr error
+	// parsed as sshare prints it: at 100k associations the output is 14
+	// MB, which a buffer held (grown to twice that) beside the rows
+	if err := runSshare(ctx, slurmConf, func(r io.Reader) { out, perr = Parse(r, nil) }, args...); err != nil {
 		return nil, err
 	}
-	out, err := Parse(bytes.NewReader(stdout), nil)
-	if err != nil {
-		return nil, fmt.Errorf("output of sshare -a -l -P -m: %w", err)
+	if perr != nil {
+		return nil, fmt.Errorf("output of sshare %s: %w", strings.Join(args, " "), perr)
 	}
 	return out, nil
 }
 
-// runSshare runs sshare with args against the cluster of slurmConf. It
-// returns the standard output, also on failure, where it may explain it.
-func runSshare(ctx context.Context, slurmConf string, args ...string) ([]byte, error) {
+// runSshare runs sshare with args against the cluster of slurmConf and
+// gives read its standard output while it runs. What read leaves unread
+// is discarded, so that sshare's own exit status is what the error says:
+// it comes before what read made of the output. Wait ends the output,
+// also when ctx kills sshare (WaitDelay covers a child that keeps it
+// open).
+func runSshare(ctx context.Context, slurmConf string, read func(io.Reader), args ...string) error {
 	name := "sshare " + strings.Join(args, " ")
 	cmd := command(ctx, slurmConf, "sshare", args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return stdout.Bytes(), fmt.Errorf("%s: %w", name, ctx.Err())
-		}
-		return stdout.Bytes(), fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(stderr.String()))
+	var stderr bytes.Buffer
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return stdout.Bytes(), nil
+	waited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		pw.Close()
+		waited <- err
+	}()
+	read(pr)
+	io.Copy(io.Discard, pr)
+	switch err := <-waited; {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", name, ctx.Err())
+	case err != nil:
+		return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }
 
 // command runs a Slurm client against slurmConf in a process group of its
