@@ -2,6 +2,7 @@ package drift
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -81,6 +82,9 @@ func TestCompare(t *testing.T) {
 	}
 	if r.OK() {
 		t.Error("OK() with drift")
+	}
+	if s := Summarize(1e-6, reported, computed); fmt.Sprint(s) != fmt.Sprint(r.Summary) {
+		t.Errorf("Summarize %+v, Compare's summary %+v", s, r.Summary)
 	}
 	var b strings.Builder
 	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "drift 2") {
