@@ -29,6 +29,7 @@ bench:
 	$(GO) test -run '^$$' -bench Load -benchtime 3x ./slurmdbd
 	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
 	$(GO) test -run '^$$' -bench Publish100k -benchtime 5x ./collector
+	$(GO) test -run '^$$' -bench 'Build|Compare100k' -benchmem -benchtime 20x ./refresh
 	$(MAKE) bench-scale
 
 ## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)

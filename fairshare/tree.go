@@ -8,6 +8,7 @@ package fairshare
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // SharesParent is how Slurm stores FairShare=parent (SLURMDB_FS_USE_PARENT,
@@ -74,6 +75,12 @@ const (
 	kindUser uint8 = 1 << iota
 	kindParent
 )
+
+// Same reports whether t and o hold the same associations in the same
+// order, and so compute the same values.
+func (t *Tree) Same(o *Tree) bool {
+	return t == o || (t != nil && o != nil && slices.Equal(t.assocs, o.assocs))
+}
 
 func (t *Tree) isUser(i int32) bool     { return t.kind[i]&kindUser != 0 }
 func (t *Tree) usesParent(i int32) bool { return t.kind[i]&kindParent != 0 }

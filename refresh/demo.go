@@ -20,6 +20,20 @@ const DemoAssociations = 400
 // report for the same tree after losing one user's usage (as after a
 // reset or lost state), so the drift metrics have something to show.
 func Demo(now time.Time, n int) *collector.Snapshot {
+	cl, err := Build(demoInputs(now, n))
+	if err != nil {
+		panic(err)
+	}
+	return &collector.Snapshot{
+		Clusters:  []collector.Cluster{cl},
+		Sources:   map[string]collector.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
+		Stages:    map[string]collector.Stage{},
+		Published: now,
+	}
+}
+
+// demoInputs are the demo cluster's inputs, with a report.
+func demoInputs(now time.Time, n int) *Inputs {
 	tree := fairshare.Synthetic(n, 4, 7)
 	n = tree.Len()
 	r := rand.New(rand.NewPCG(7, 7))
@@ -77,16 +91,7 @@ func Demo(now time.Time, n int) *collector.Snapshot {
 		panic(err)
 	}
 	in.Report = &Report{Out: SshareOf(reported, reported.FairTree()), At: now}
-	cl, err := Build(in)
-	if err != nil {
-		panic(err)
-	}
-	return &collector.Snapshot{
-		Clusters:  []collector.Cluster{cl},
-		Sources:   map[string]collector.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
-		Stages:    map[string]collector.Stage{},
-		Published: now,
-	}
+	return in
 }
 
 // SshareOf is what `sshare -a -l -m -P` prints for a tree with the given

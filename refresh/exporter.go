@@ -92,6 +92,7 @@ type Exporter struct {
 type clusterState struct {
 	ref  slurmdbd.Refresher
 	last *Inputs // the last good computation
+	memo BuildMemo
 	// atReport rebuilds usage at the moments of the reports, with a
 	// Refresher of its own: each moves forward in time.
 	atReport  slurmdbd.Refresher
@@ -591,6 +592,7 @@ func (e *Exporter) publish() {
 			continue
 		}
 		in := *cs.last
+		in.Memo = &cs.memo
 		if name == e.Conf.ClusterName && rep != nil && cs.reportFor.Equal(rep.At) {
 			in.Report = rep
 			rep.DB = cs.reportDB

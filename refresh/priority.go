@@ -117,15 +117,12 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 // jobPriorities computes each pending job's priority with the fairshare
 // factor of the configured algorithm, and sums them up by account,
 // partition and QOS.
-func jobPriorities(in *Inputs, classic, ft []fairshare.Values) ([]collector.Job, []collector.PendingGroup) {
+func jobPriorities(in *Inputs, assocs []collector.Association) ([]collector.Job, []collector.PendingGroup) {
 	p := in.Priorities
 	if p == nil {
 		return nil, nil
 	}
-	fs := ft
-	if in.Settings.Algorithm != fairshare.AlgorithmFairTree {
-		fs = classic
-	}
+	fairTree := in.Settings.Algorithm == fairshare.AlgorithmFairTree
 	at := in.Computed.Unix()
 	jobs := make([]collector.Job, len(p.Jobs))
 	type key struct{ account, partition, qos string }
@@ -134,8 +131,12 @@ func jobPriorities(in *Inputs, classic, ft []fairshare.Values) ([]collector.Job,
 		pj := &p.Jobs[i]
 		j := pj.Job
 		j.FairShare = math.NaN() // not in the tree: unknown
-		if pj.Assoc >= 0 {
-			j.FairShare = fs[pj.Assoc].FairShare
+		if a := pj.Assoc; a >= 0 {
+			v := assocs[a].Classic
+			if fairTree {
+				v = assocs[a].FairTree
+			}
+			j.FairShare = v.FairShare
 		}
 		jobs[i] = collector.Job{ID: pj.ID, ArrayTask: pj.ArrayTask, Account: pj.Account, User: pj.User, Partition: pj.Partition, QOS: pj.QOS,
 			Assoc: pj.Assoc, Submit: j.Submit, Result: p.Config.Compute(&p.Cluster, &j, at)}

@@ -1,0 +1,69 @@
+package refresh
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+// BenchmarkBuild is the build stage of a steady refresh at 11k
+// associations, the report already compared (the report memo holds it):
+// what runs after every database refresh between two reports. same: the
+// tree and usage are those of the last refresh (between decay passes);
+// decayed: usage moved (a decay pass).
+func BenchmarkBuild(b *testing.B) {
+	in := demoInputs(time.Unix(1700000000, 0), 11112)
+	// serve's defaults: no what-if views; the real 11k tree of make
+	// bench-scale has few pending jobs
+	in.Pending, in.MauiUsage, in.Priorities.Jobs = nil, nil, nil
+	// as in serve: the report is compared with the tree rebuilt at its
+	// moment, which later refreshes do not change
+	in.Report.Memo, in.Report.DB = &ReportMemo{}, in.Tree
+	assocs := associations(in.Tree)
+	for _, bc := range []struct {
+		name  string
+		decay float64
+	}{{"same", 1}, {"decayed", 0.999}} {
+		b.Run(bc.name, func(b *testing.B) {
+			in.Memo = &BuildMemo{}
+			if _, err := Build(in); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				// each refresh reads a new tree, equal or not
+				b.StopTimer()
+				for i := range assocs {
+					assocs[i].RawUsage *= bc.decay
+				}
+				c := *in
+				var err error
+				if c.Tree, err = fairshare.NewTree(slices.Clone(assocs)); err != nil { // NewTree keeps the slice
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if _, err := Build(&c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCompare100k is the comparison of a new report at 100,000
+// associations: with -benchmem, the garbage it makes, which sets the
+// exporter's peak RSS at that size.
+func BenchmarkCompare100k(b *testing.B) {
+	in := demoInputs(time.Unix(1700000000, 0), 100000)
+	in.Pending, in.MauiUsage, in.Priorities.Jobs = nil, nil, nil
+	in.Report.DB = in.Tree
+	b.ReportAllocs()
+	for b.Loop() {
+		in.Report.Memo = &ReportMemo{}
+		if _, err := memoCompare(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package refresh
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+// associations is a copy of t's associations.
+func associations(t *fairshare.Tree) []fairshare.Association {
+	as := make([]fairshare.Association, t.Len())
+	for i := range as {
+		as[i] = t.Association(i)
+	}
+	return as
+}
+
+// TestBuildMemo: Build with the memo of earlier builds publishes what a
+// Build without it computes, whatever input changed in between, and keeps
+// the associations when none did.
+func TestBuildMemo(t *testing.T) {
+	base := demoInputs(time.Unix(1700000000, 0), 400)
+	base.Report.Memo, base.Report.DB = &ReportMemo{}, base.Tree
+	// a new tree equal to in's but for change, as a refresh reads it
+	retree := func(in *Inputs, change func([]fairshare.Association)) {
+		as := associations(in.Tree)
+		change(as)
+		tree, err := fairshare.NewTree(as)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Tree = tree
+	}
+	user := 0
+	for i := range base.Tree.Len() {
+		if a := base.Tree.Association(i); a.IsUser() && a.RawUsage > 0 {
+			user = i
+			break
+		}
+	}
+	cases := []struct {
+		name   string
+		change func(in *Inputs)
+	}{
+		{"nothing", func(in *Inputs) { retree(in, func([]fairshare.Association) {}) }},
+		{"usage", func(in *Inputs) { retree(in, func(as []fairshare.Association) { as[user].RawUsage *= 2 }) }},
+		{"shares", func(in *Inputs) { retree(in, func(as []fairshare.Association) { as[user].Shares++ }) }},
+		{"dampening", func(in *Inputs) { in.Settings.Dampening = 2 }},
+		{"algorithm", func(in *Inputs) { in.Settings.Algorithm = fairshare.AlgorithmClassic }},
+		{"tres", func(in *Inputs) {
+			in.TRES = maps.Clone(in.TRES)
+			in.TRES["cpu"] = slices.Clone(in.TRES["cpu"])
+			in.TRES["cpu"][user]++
+		}},
+		{"uncharged", func(in *Inputs) { in.Uncharged = make([]float64, in.Tree.Len()); in.Uncharged[user] = 1 }},
+		{"pending", func(in *Inputs) { in.Pending = slices.Clone(in.Pending); in.Pending[user] = !in.Pending[user] }},
+		{"maui", func(in *Inputs) { in.Maui.Decay = 0.5 }},
+		{"report", func(in *Inputs) {
+			r := *in.Report
+			r.Memo = &ReportMemo{}
+			r.Out = SshareOf(in.Tree, in.Tree.FairTree())
+			in.Report = &r
+		}},
+		{"no report", func(in *Inputs) { in.Report = nil }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := *base
+			in.Memo = &BuildMemo{}
+			first, err := Build(&in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := in
+			c.change(&next)
+			got, err := Build(&next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next.Memo = nil
+			want, err := Build(&next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := fmt.Sprint(got.Assocs), fmt.Sprint(want.Assocs); g != w {
+				t.Errorf("with the memo: associations differ from a build without it")
+			}
+			if g, w := fmt.Sprint(got.Jobs), fmt.Sprint(want.Jobs); g != w {
+				t.Errorf("with the memo: jobs differ from a build without it")
+			}
+			reused := &got.Assocs[0] == &first.Assocs[0]
+			if reused != (c.name == "nothing") {
+				t.Errorf("associations reused: %v", reused)
+			}
+		})
+	}
+}
