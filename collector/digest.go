@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
+	"slices"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
@@ -72,4 +73,23 @@ func assocDigest(s *Snapshot, extended bool) uint64 {
 	}
 	h.Write(b)
 	return h.Sum64()
+}
+
+// sameAssocs reports whether b's association series are a's without
+// hashing them: the same association slices (a published snapshot does
+// not change, and the exporter publishes an unchanged tree's associations
+// again), cluster names, algorithms and TRES names. Hashing was most of
+// the publish stage of a steady refresh.
+func sameAssocs(a, b *Snapshot) bool {
+	if a == nil || len(a.Clusters) != len(b.Clusters) {
+		return false
+	}
+	for i := range a.Clusters {
+		x, y := &a.Clusters[i], &b.Clusters[i]
+		if x.Name != y.Name || x.Algorithm != y.Algorithm || !slices.Equal(x.TRESNames, y.TRESNames) ||
+			len(x.Assocs) != len(y.Assocs) || len(x.Assocs) > 0 && &x.Assocs[0] != &y.Assocs[0] {
+			return false
+		}
+	}
+	return true
 }

@@ -45,3 +45,26 @@ func TestPublishKeepsUnchangedAssociations(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishSharedAssociations: a snapshot that shares the last one's
+// association slices is not hashed again (a value changed in place, which
+// Publish does not allow, shows it), unless what else names the series
+// changed.
+func TestPublishSharedAssociations(t *testing.T) {
+	assocs := []Association{{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10}}
+	snap := func(name string) *Snapshot {
+		return &Snapshot{Published: time.Now(), Clusters: []Cluster{{Name: name, Algorithm: fairshare.AlgorithmClassic, Assocs: assocs}}}
+	}
+	c := New()
+	c.Publish(snap("c"))
+	first := c.enc.Load()
+	assocs[0].RawUsage = 11
+	c.Publish(snap("c"))
+	if again := c.enc.Load(); &again.assocs[0] != &first.assocs[0] || again.digest != first.digest {
+		t.Errorf("shared associations hashed and rendered again")
+	}
+	c.Publish(snap("d"))
+	if renamed := c.enc.Load(); &renamed.assocs[0] == &first.assocs[0] {
+		t.Errorf("cluster renamed: the last rendering was kept")
+	}
+}

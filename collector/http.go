@@ -30,15 +30,22 @@ type encoded struct {
 // Publish makes s what scrapes serve and renders its exposition. s must
 // not change afterwards.
 func (c *Collector) Publish(s *Snapshot) error {
-	digest := assocDigest(s, c.Extended)
 	prev := c.enc.Load()
-	e := &encoded{digest: digest}
-	if prev != nil && prev.digest == digest {
-		e.assocs = prev.assocs
-	} else {
-		e.assocs = renderGzip(func(out sink) { collectAssociations(s, c.Extended, out) })
+	if prev == nil {
+		prev = &encoded{}
 	}
-	e.other = renderGzip(func(out sink) { collectStatic(s, out) })
+	var e *encoded
+	if prev.assocs != nil && sameAssocs(c.snap.Load(), s) {
+		e = &encoded{digest: prev.digest, assocs: prev.assocs}
+	} else {
+		e = &encoded{digest: assocDigest(s, c.Extended)}
+		if prev.assocs != nil && prev.digest == e.digest {
+			e.assocs = prev.assocs
+		} else {
+			e.assocs = renderGzip(keptGzip, len(prev.assocs), func(out sink) { collectAssociations(s, c.Extended, out) })
+		}
+	}
+	e.other = renderGzip(keptGzip, len(prev.other), func(out sink) { collectStatic(s, out) })
 	c.snap.Store(s)
 	c.enc.Store(e)
 	return nil
@@ -71,7 +78,7 @@ func (c *Collector) ownGzip(g prometheus.Gatherer) ([]byte, error) {
 			o.err = fmt.Errorf("gathering the exporter's own metrics: %w", err)
 			return nil, o.err
 		}
-		o.gz = gzipped(func(zw io.Writer) {
+		o.gz = scrapeGzip.gzipped(0, func(zw io.Writer) {
 			for _, mf := range mfs {
 				if _, err := expfmt.MetricFamilyToText(zw, mf); err != nil {
 					o.err = err
@@ -96,7 +103,7 @@ func (c *Collector) Handler(g prometheus.Gatherer) http.Handler {
 		var liveGz []byte
 		if s := c.snap.Load(); s != nil {
 			now := c.now()
-			liveGz = renderGzip(func(out sink) { collectLive(s, now, out) })
+			liveGz = renderGzip(scrapeGzip, 0, func(out sink) { collectLive(s, now, out) })
 		}
 		e := c.enc.Load()
 		if e == nil {
@@ -129,22 +136,41 @@ func (c *Collector) Handler(g prometheus.Gatherer) http.Handler {
 	})
 }
 
-// gzipWriters are reused across scrapes: a new gzip.Writer allocates
+// gzipPool reuses gzip writers of one level: a new gzip.Writer allocates
 // about a megabyte of compressor state, more than the live metrics it
 // compresses.
-var gzipWriters = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed)
-	return zw
-}}
+type gzipPool struct{ sync.Pool }
 
-// gzipped is what write writes, as one gzip member.
-func gzipped(write func(io.Writer)) []byte {
+func newGzipPool(level int) *gzipPool {
+	return &gzipPool{sync.Pool{New: func() any {
+		zw, _ := gzip.NewWriterLevel(io.Discard, level)
+		return zw
+	}}}
+}
+
+var (
+	// keptGzip compresses what publish renders once and every scrape
+	// sends, whose bytes are most of a scrape's cost under concurrent
+	// scrapers: level 2 is 12% smaller than BestSpeed (BenchmarkScrape10k:
+	// 2.26 against 2.57 MB) in the same time (BenchmarkPublish100k:
+	// 0.54 s); level 4 takes 40% longer for 6% less.
+	keptGzip = newGzipPool(2)
+	// scrapeGzip compresses what each scrape renders, which is small: a
+	// level-2 writer's Reset alone clears 640 KB of hash tables.
+	scrapeGzip = newGzipPool(gzip.BestSpeed)
+)
+
+// gzipped is what write writes, as one gzip member; about is how long the
+// last one was (0: unknown). Grown by doubling instead, the 16 MB of a
+// 100k-association rendering left as much garbage.
+func (p *gzipPool) gzipped(about int, write func(io.Writer)) []byte {
 	var gz bytes.Buffer
-	zw := gzipWriters.Get().(*gzip.Writer)
+	gz.Grow(about + about/8)
+	zw := p.Get().(*gzip.Writer)
 	zw.Reset(&gz)
 	write(zw)
 	zw.Close()
-	gzipWriters.Put(zw)
+	p.Put(zw)
 	return gz.Bytes()
 }
 

@@ -19,8 +19,8 @@ import (
 // most of the exporter's memory per publish, for bytes that are the same
 // (TestRenderMatchesClientGolang); at 100k associations holding the text
 // (100 MB) before compressing it was most of the peak RSS.
-func renderGzip(collect func(sink)) []byte {
-	return gzipped(func(zw io.Writer) {
+func renderGzip(p *gzipPool, about int, collect func(sink)) []byte {
+	return p.gzipped(about, func(zw io.Writer) {
 		seen := make([]bool, len(Descs))
 		types := make([]prometheus.ValueType, len(Descs))
 		collect(func(d *prometheus.Desc, t prometheus.ValueType, v float64, labels ...string) {
