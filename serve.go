@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,15 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
+
+// gcPercent is serve's garbage collection target unless GOGC sets one.
+// The heap is a steady live set (the trees, the report, the rendered
+// exposition: some 150 MB at 100k associations) plus bursts at each report
+// and decay pass; at Go's default of 100, a collection during a burst let
+// the heap grow to twice both before the next. 50 costs a collection about
+// every 15 s instead of 30 s under a report every 30 s at 100k, a fraction
+// of a percent of a core (docs/performance.md).
+const gcPercent = 50
 
 // defaultPort: the Prometheus allocation range 9100-9999 is full, so the
 // exporter takes a port outside it; 10819 echoes slurmdbd's 6819.
@@ -126,6 +136,9 @@ func (s *serveCmd) filter() (collector.Filter, error) {
 func (s *serveCmd) Run(env *runEnv) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	filter, err := s.filter()
 	if err != nil {
 		return err
