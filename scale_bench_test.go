@@ -37,7 +37,9 @@ func scaleEnv(name string, def int) int {
 //
 //	(a) sshare -a -l -P, five runs
 //	(b) the exporter's cold start: process start to the first scrape
-//	    holding factors
+//	    holding factors, on the buffer pool the generation left, a second
+//	    exporter on the pool the first left, and a restart with
+//	    --storage.path
 //	(c) its steady refresh: the refresh stages of later refreshes
 //	(d) computation only: classic and Fair Tree on the same tree
 //	(e) /metrics under 50 concurrent gzip scrapers
@@ -106,25 +108,43 @@ func BenchmarkScale(b *testing.B) {
 
 	dsnFile := readerDSNFile(b, c)
 	bin := exporterBinary(b)
+	// what MariaDB read from disk (bytes): a cold start on a pool that
+	// lacks the pages waits on them
+	diskRead := func() int64 {
+		var name string
+		var v int64
+		if err := root.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Innodb_data_read'").Scan(&name, &v); err != nil {
+			b.Fatal(err)
+		}
+		return v
+	}
+	// firstFactors starts an exporter and returns how long it took to the
+	// first scrape with factors and what MariaDB read from disk meanwhile
+	firstFactors := func(args ...string) (time.Duration, int64, *served) {
+		t0, read0 := time.Now(), diskRead()
+		s := startServeUntil(b, "/-/ready", bin, c.Env(), append([]string{"--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--log.level", "info"}, args...)...)
+		for {
+			if m, _ := s.scrape(); len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0 {
+				return time.Since(t0), diskRead() - read0, s
+			}
+			if time.Since(t0) > 5*time.Minute {
+				b.Fatalf("no factors %v after start", time.Since(t0))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	t0 = time.Now()
 	// the exporter runs sshare too: allow it as long as one run took here
 	timeout := max(30*time.Second, 2*slices.Max(sshareRuns)).Round(time.Second)
-	s := startServeUntil(b, "/-/ready", bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "10s", "--log.level", "info",
-		"--reported.timeout", timeout.String())
-	var factors time.Duration
+	factors, coldRead, s := firstFactors("--refresh-interval", "10s", "--reported.timeout", timeout.String())
+	b.Logf("first scrape with factors %v after start", factors)
 	var m map[string]float64
 	for {
-		m, _ = s.scrape()
-		has := len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0
-		if has && factors == 0 {
-			factors = time.Since(t0)
-			b.Logf("first scrape with factors %v after start", factors)
-		}
-		if has && m[upReported] == 1 {
+		if m, _ = s.scrape(); m[upReported] == 1 {
 			break
 		}
 		if time.Since(t0) > 5*time.Minute+timeout {
-			b.Fatalf("no factors and report %v after start (factors after %v)", time.Since(t0), factors)
+			b.Fatalf("no report %v after start (factors after %v)", time.Since(t0), factors)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -155,17 +175,44 @@ func BenchmarkScale(b *testing.B) {
 	_, body := s.scrape()
 	seriesN := strings.Count(string(body), "\n") - strings.Count(string(body), "\n#")
 	gz := gzipLen(body)
-	lat, _, failures := scrapeConcurrently(50, 20, func() *http.Client { return &http.Client{Transport: &http.Transport{DisableCompression: true}} },
-		func(c *http.Client) (int, int64, error) { return scrapeGzip(c, s.url+"/metrics", "", "") })
-	if len(failures) > 0 {
-		b.Fatalf("%d of %d scrapes failed, first: %s", len(failures), len(lat), failures[0])
+	// three bursts, 20 s apart: one that meets a decay pass, or the
+	// exporter's own sshare run, is not the only measure
+	var p50s, p99s []time.Duration
+	var perScrape int64
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(20 * time.Second)
+		}
+		lat, n, failures := scrapeConcurrently(50, 20, func() *http.Client { return &http.Client{Transport: &http.Transport{DisableCompression: true}} },
+			func(c *http.Client) (int, int64, error) { return scrapeGzip(c, s.url+"/metrics", "", "") })
+		if len(failures) > 0 {
+			b.Fatalf("%d of %d scrapes failed, first: %s", len(failures), len(lat), failures[0])
+		}
+		p50s, p99s, perScrape = append(p50s, lat[len(lat)/2]), append(p99s, lat[len(lat)*99/100]), n/int64(len(lat))
 	}
+	b.Logf("/metrics p50 %v, p99 %v", p50s, p99s)
 
 	// (f) peak RSS
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
+
+	// (b) again, one exporter at a time, without sshare: a second first
+	// start, on the buffer pool the first exporter left (InnoDB keeps pages
+	// read once in its old sublist, 3/8 of the pool: at 100k most are read
+	// from disk again), then a restart from what that one saved with
+	// --storage.path
+	s.stop()
+	store := b.TempDir()
+	again, againRead, w := firstFactors("--reported.source", "none", "--storage.path", store)
+	w.waitScrape("the saved usage", time.Minute, func(map[string]float64) bool {
+		_, err := os.Stat(filepath.Join(store, c.Name+".usage"))
+		return err == nil
+	})
+	w.stop()
+	restart, restartRead, r := firstFactors("--reported.source", "none", "--storage.path", store)
+	r.stop()
 
 	row := func(what string, d time.Duration, target string) {
 		fmt.Printf("| %s | %v | %.0f× | %s |\n", what, d.Round(10*time.Microsecond), float64(sshareT)/float64(d), target)
@@ -174,18 +221,21 @@ func BenchmarkScale(b *testing.B) {
 		st.Associations, st.HourRows, st.DayRows, st.MonthRows, st.Jobs, months)
 	fmt.Printf("| what | time | sshare ÷ it | target |\n|---|---|---|---|\n")
 	row(fmt.Sprintf("(a) `sshare -a -l -P` (median of %d)", len(sshareRuns)), sshareT, "")
-	row("(b) exporter cold start: start to the first scrape with factors", factors, "≤ 10 s at 100k, a year")
+	row(fmt.Sprintf("(b) exporter cold start: start to the first scrape with factors (MariaDB read %d MB from disk)", coldRead>>20), factors, "≤ 10 s at 100k, a year")
 	row("(b) exporter cold start: start to the first scrape with factors and a report", cold, "")
+	row(fmt.Sprintf("(b) exporter cold start again, a second exporter on the pool the first left: start to the first scrape with factors (%d MB from disk)", againRead>>20), again, "")
+	row(fmt.Sprintf("(b) exporter restart with --storage.path: start to the first scrape with factors (%d MB from disk)", restartRead>>20), restart, "")
 	row("(c) steady refresh: database (median of 12)", median(dbT), "")
 	row("(c) steady refresh: algorithms and drift", median(buildT), "")
 	row("(c) steady refresh: render the exposition", median(publishT), "")
 	row("(c) steady refresh, all stages (median of 12)", steady, "≥ 50× faster than (a); ≤ 200 ms")
 	row("(c) steady refresh, all stages, slowest of 12 (a decay pass: usage changed, everything rendered)", slices.Max(allT), "")
 	row("(d) computation only, classic + Fair Tree (median of 20)", median(comp), "≤ 20 ms at 100k")
-	row("(e) /metrics p50, 50 concurrent scrapers × 20", lat[len(lat)/2], "")
-	row("(e) /metrics p99, 50 concurrent scrapers × 20", lat[len(lat)*99/100], "≤ 50 ms at 11k")
+	row("(e) /metrics p50, 50 concurrent scrapers × 20 (median of 3 bursts)", median(p50s), "")
+	row("(e) /metrics p99, 50 concurrent scrapers × 20 (median of 3 bursts)", median(p99s), "≤ 50 ms at 11k")
+	row("(e) /metrics p99, 50 concurrent scrapers × 20 (slowest of 3 bursts)", slices.Max(p99s), "")
 	fmt.Printf("| (f) peak RSS | %s | | ≤ 512 MB at 100k |\n", procField(status, "VmHWM"))
-	fmt.Printf("| series per scrape | %d | | |\n| bytes per scrape | %d (%d gzip) | | |\n\n", seriesN, len(body), gz)
+	fmt.Printf("| series per scrape | %d | | |\n| bytes per scrape | %d (%d as served gzipped; %d at gzip's default level) | | |\n\n", seriesN, len(body), perScrape, gz)
 	b.ReportMetric(sshareT.Seconds(), "sshare-s")
 	b.ReportMetric(factors.Seconds(), "factors-s")
 	b.ReportMetric(steady.Seconds(), "steady-s")

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +42,23 @@ type served struct {
 	logs *bytes.Buffer
 	// secret, when set, must appear in no scrape and in no log line.
 	secret string
+	once   sync.Once
+}
+
+// stop interrupts the exporter and waits until it exits (10 s at most);
+// the test's cleanup calls it too.
+func (s *served) stop() {
+	s.once.Do(func() {
+		s.cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- s.cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			s.cmd.Process.Kill()
+			s.t.Error("serve did not stop within 10 s of SIGINT")
+		}
+	})
 }
 
 func freeAddr(t testing.TB) string {
@@ -71,15 +89,7 @@ func startServeUntil(t testing.TB, path, bin string, env []string, args ...strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s.cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- s.cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			s.cmd.Process.Kill()
-			t.Error("serve did not stop within 10 s of SIGINT")
-		}
+		s.stop()
 		if s.secret != "" && bytes.Contains(s.logs.Bytes(), []byte(s.secret)) {
 			t.Error("the DSN password is in the exporter's log")
 		}
@@ -99,7 +109,7 @@ func startServeUntil(t testing.TB, path, bin string, env []string, args ...strin
 		if time.Now().After(deadline) {
 			t.Fatalf("not ready after 90 s (last: %v)\n%s", err, testenv.Tail(s.logs.Bytes()))
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
