@@ -2,6 +2,7 @@ package slurmdbd
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -28,12 +29,16 @@ type UsageInputs struct {
 	// Base is usage already decayed to At per id_assoc and TRES (a
 	// Refresher's frozen sums), added as it is.
 	Base map[Key]float64
-	// Ended are jobs that ended in rolled-up time: without
+	// Ended are jobs that ended in rolled-up time since HoursFrom: without
 	// Passes.ChargeJobEnd slurmctld never charged their last partial pass
-	// interval, which the rollups count. BaseUncharged is that usage for
-	// older jobs, already decayed to At, per id_assoc.
+	// interval, which the rollups count; their partial hours are retimed.
+	// BaseUncharged is the uncharged usage of older jobs, already decayed
+	// to At, per id_assoc.
 	Ended         []Job
 	BaseUncharged map[uint32]float64
+	// HoursFrom is where Hours begin: the partial hours of Jobs and Ended
+	// from it on are retimed (see retime); earlier ones are in Base.
+	HoursFrom float64
 	// AllTRES keeps every TRES's usage (Cluster.AllTRES); otherwise
 	// billing alone.
 	AllTRES bool
@@ -180,25 +185,28 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 
 	jobsFrom := max(float64(in.LastRan.Hourly), in.Since)
 	for _, j := range in.Jobs {
+		i, ok := node[j.Assoc]
+		if !ok {
+			problems = append(problems, fmt.Errorf("job_db_inx=%d of id_assoc=%d: no live association to charge it to: left out", j.Inx, j.Assoc))
+			continue
+		}
 		per, billing, err := in.jobTRES(j)
 		if err != nil {
 			problems = append(problems, err)
 			continue
 		}
-		// Usage is linear in the count: one walk over the passes per job.
-		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, 1)
-		what := fmt.Sprintf("job_db_inx=%d", j.Inx)
+		// Usage is linear in the count: one walk over the passes per job,
+		// plus its seconds before the rollup at their own time.
+		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, 1) + in.retime(j)
 		for _, c := range per {
-			add(Key{j.Assoc, c.id}, w*c.per, what)
+			add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
-		if i, ok := node[j.Assoc]; ok {
-			u.Uncharged[i] += in.tail(j, jobsFrom) * billing
-		}
+		u.Uncharged[i] += in.tail(j, jobsFrom) * billing
 	}
-	usage, uncharged, tailProblems := in.Tails(in.Ended)
-	problems = append(problems, tailProblems...)
+	usage, uncharged, endedProblems := in.Tails(in.Ended, true)
+	problems = append(problems, endedProblems...)
 	for k, v := range usage {
-		add(k, v, "finished jobs' uncharged usage")
+		add(k, v, "finished jobs' usage")
 	}
 	for id, v := range uncharged {
 		if i, ok := node[id]; ok {
@@ -287,12 +295,17 @@ func (in *UsageInputs) jobTRES(j Job) (per []tresCharge, billing float64, err er
 
 // Tails takes finished jobs' uncharged last intervals (tail) out of the
 // rolled-up usage, which counts them: the (negative) usage per id_assoc
-// and TRES, and the uncharged billing usage per id_assoc.
-func (in *UsageInputs) Tails(jobs []Job) (usage map[Key]float64, uncharged map[uint32]float64, problems []error) {
+// and TRES, and the uncharged billing usage per id_assoc. With retimed,
+// the usage also moves their seconds in partial hours to their own time
+// (see retime).
+func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, uncharged map[uint32]float64, problems []error) {
 	usage, uncharged = map[Key]float64{}, map[uint32]float64{}
 	for _, j := range jobs {
-		t := in.tail(j, in.Since)
-		if t == 0 {
+		t, r := in.tail(j, in.Since), 0.0
+		if retimed {
+			r = in.retime(j)
+		}
+		if t == 0 && r == 0 {
 			continue
 		}
 		per, billing, err := in.jobTRES(j)
@@ -301,9 +314,11 @@ func (in *UsageInputs) Tails(jobs []Job) (usage map[Key]float64, uncharged map[u
 			continue
 		}
 		for _, c := range per {
-			usage[Key{j.Assoc, c.id}] -= t * c.per
+			usage[Key{j.Assoc, c.id}] += (r - t) * c.per
 		}
-		uncharged[j.Assoc] += t * billing
+		if t != 0 {
+			uncharged[j.Assoc] += t * billing
+		}
 	}
 	return usage, uncharged, problems
 }
@@ -325,16 +340,74 @@ func (in *UsageInputs) tail(j Job, from float64) float64 {
 // its hour, day or month (local days and months, as slurmdbd rolls them),
 // cut at the last hourly rollup and at the last reset.
 func (in *UsageInputs) bucket(u UsageRow, p Period) float64 {
-	k := bucketKey{u.Start, p}
+	return u.AllocSecs * in.cachedWeight(u.Start, p)
+}
+
+func (in *UsageInputs) cachedWeight(start int64, p Period) float64 {
+	k := bucketKey{start, p}
 	w, ok := in.weights[k]
 	if !ok {
-		w = in.weight(u.Start, p)
+		w = in.weight(start, p)
 		if in.weights == nil {
 			in.weights = map[bucketKey]float64{}
 		}
 		in.weights[k] = w
 	}
-	return u.AllocSecs * w
+	return w
+}
+
+// retime is what a job's seconds in partial rolled-up hours (the hour it
+// started in, the hour it ended in) weigh at their own time rather than
+// spread over the hour with the rest of the row, per unit of count. A
+// full hour of the job is its row's spread already. Without it, right
+// after each rollup the minutes a running job had before it weighed as
+// if at the middle of the hour: with a one-hour half-life a quarter less
+// than slurmctld charged (TestRetimedPartialHours). Hours before
+// HoursFrom are frozen as spread: by then the difference is at most
+// 0.35·3600/HalfLife of an hour's usage, decayed by the six hours of
+// DefaultReread.
+func (in *UsageInputs) retime(j Job) float64 {
+	start, end := float64(j.Start), float64(in.LastRan.Hourly)
+	if j.End != 0 {
+		end = min(end, float64(j.End))
+	}
+	if end <= start {
+		return 0
+	}
+	first := in.hourOf(j.Start)
+	r := in.retimeHour(first, start, end)
+	if last := in.hourOf(int64(math.Ceil(end)) - 1); last != first {
+		r += in.retimeHour(last, start, end)
+	}
+	return r
+}
+
+// retimeHour is retime for the part of [start, end) in the rolled-up hour
+// beginning at h.
+func (in *UsageInputs) retimeHour(h int64, start, end float64) float64 {
+	if float64(h) < in.HoursFrom {
+		return 0
+	}
+	from, to := max(start, float64(h)), min(end, float64(h)+3600, float64(in.LastRan.Hourly))
+	if to <= from {
+		return 0
+	}
+	own := 0.0
+	if at := max(from, in.Since); to > at {
+		own = in.Passes.BucketUsage(at, to, in.At, to-at) // one job alone in the bucket
+	}
+	return own - (to-from)*in.cachedWeight(h, Hour)
+}
+
+// hourOf is the start of the local hour holding t, as slurmdbd rolls hours
+// (a zone may be half an hour off UTC).
+func (in *UsageInputs) hourOf(t int64) int64 {
+	loc := in.Location
+	if loc == nil {
+		loc = time.Local
+	}
+	_, off := time.Unix(t, 0).In(loc).Zone()
+	return t - ((t+int64(off))%3600+3600)%3600
 }
 
 // weight is what one alloc_sec of a row starting at start weighs at At

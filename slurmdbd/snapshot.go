@@ -297,7 +297,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 		if err != nil {
 			return err
 		}
-		u, unc, p := in.Tails(jobs)
+		u, unc, p := in.Tails(jobs, false)
 		problems = append(problems, p...)
 		for k, v := range u {
 			usage[k] += v
@@ -357,9 +357,10 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
 		return nil, err
 	}
-	if !r.Passes.ChargeJobEnd && lastRan.OK {
-		// the same between rollups: a late job record makes slurmdbd
-		// rewind last_ran, which changes the range
+	if lastRan.OK {
+		// for their tails and their partial hours (retime); the same
+		// between rollups: a late job record makes slurmdbd rewind
+		// last_ran, which changes the range
 		e := &r.ended
 		if !e.ok || e.from != frozenTo || e.to != lastRan.Hourly {
 			e.ok = false
@@ -396,7 +397,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 		r.frozenDBTime, r.frozenAt = r.dbNow, now
 	}
 	r.fingerprint, r.lastRollup, r.watermark = fp, lastRan.Hourly, frozenTo
-	in.Base, in.BaseUncharged, in.Node = r.frozen, r.frozenUncharged, r.assocs.node
+	in.Base, in.BaseUncharged, in.Node, in.HoursFrom = r.frozen, r.frozenUncharged, r.assocs.node, float64(frozenTo)
 	if ch := &r.charged; ch.c == nil || ch.freezes != r.Freezes || ch.reads != r.assocs.reads {
 		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen, r.frozenUncharged, in.Node), r.Freezes, r.assocs.reads
 	}
