@@ -34,7 +34,7 @@ type logFlags struct {
 type cli struct {
 	Log     logFlags         `embed:"" prefix:"log."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
-	Config  kong.ConfigFlag  `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
+	Config  configFile       `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
 
 	Serve   serveCmd   `cmd:"" help:"Serve Prometheus metrics: fairshare recomputed from slurmdbd, what Slurm reports, and the drift between them."`
 	Explain explainCmd `cmd:"" help:"Why is a user's priority low? The path from root with shares, usage, level_fs and rank, the factor under each algorithm, and what holds it down; with --job, a pending job's priority factor by factor."`
@@ -91,7 +91,6 @@ func newParser(c *cli, opts ...kong.Option) (*kong.Kong, error) {
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
 		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(refresh.DemoAssociations)},
-		kong.Configuration(kong.JSON),
 	}, opts...)...)
 }
 
