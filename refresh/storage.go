@@ -2,10 +2,18 @@ package refresh
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
 // statePath is where a cluster's frozen usage is kept under StoragePath
@@ -21,38 +29,124 @@ func (e *Exporter) statePath(cluster string) string {
 // earlier run: at 100k associations and a year of rollups a cold load
 // sums some 15 million rows. A state that cannot be read is logged and
 // left for the next save to replace: the cold load happens as without it.
+// It runs when the cluster is first seen, before any save of it: the
+// temporary files of saves killed before their rename are removed then.
 func (e *Exporter) restore(cluster string, cs *clusterState) {
 	path := e.statePath(cluster)
 	if path == "" {
 		return
 	}
-	f, err := os.Open(path)
+	e.removeTemps(cluster, path)
+	b, err := readRegular(path, slurmdbd.MaxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		e.Log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("no saved usage: reading the whole history")
 		return
 	}
 	if err == nil {
-		err = cs.ref.RestoreState(bufio.NewReader(f), cluster)
-		f.Close()
+		err = cs.ref.RestoreState(bytes.NewReader(b), cluster)
 	}
 	if err != nil {
 		e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage not used: reading the whole history")
 		return
 	}
-	cs.restored = true
 	e.Log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage restored: the first refresh checks it against the database")
+}
+
+// readRegular reads a file of at most limit bytes, if it is a regular
+// one: opening a FIFO waits for a writer (a refresh hung for good), a
+// device may do anything when opened or read, and neither has a size to
+// check first. A symlink to a regular file is followed: what is checked
+// is what it points to, then the descriptor opened (against a swap in
+// between, which O_NONBLOCK keeps from blocking), so a link cannot bring
+// in what a file cannot; an admin may point the exporter at a state kept
+// elsewhere (the next save replaces the link by a file of its own). What
+// bounds the time is what bounds the size: a file system that hangs on a
+// regular file would hang the saves as well.
+func readRegular(path string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s: expected a regular file", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s has %d bytes: expected at most %d", path, fi.Size(), limit)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if opened, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !os.SameFile(fi, opened) {
+		return nil, fmt.Errorf("%s replaced while being opened", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s grew past %d bytes while being read", path, limit)
+	}
+	return b, err
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file (" + m.Type().String() + ")"
+}
+
+// removeTemps removes the temporary files writeAtomic left for path:
+// regular files <cluster>.usage.<digits>.tmp (os.CreateTemp's random part
+// is decimal).
+func (e *Exporter) removeTemps(cluster, path string) {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Msg("looking for temporary files of interrupted saves (--storage.path)")
+		return
+	}
+	prefix := filepath.Base(path) + "."
+	for _, d := range entries {
+		mid, ok := strings.CutPrefix(d.Name(), prefix)
+		mid, tmp := strings.CutSuffix(mid, ".tmp")
+		if !ok || !tmp || mid == "" || strings.Trim(mid, "0123456789") != "" || !d.Type().IsRegular() {
+			continue
+		}
+		name := filepath.Join(filepath.Dir(path), d.Name())
+		if err := os.Remove(name); err != nil {
+			e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", name).Msg("removing the temporary file of an interrupted save")
+			continue
+		}
+		e.Log.Info().Str("slurm_cluster", cluster).Str("file", name).Msg("removed the temporary file of an interrupted save")
+	}
 }
 
 // save writes a cluster's frozen usage when it changed since the last
 // save (about once an hour, when rolled-up hours freeze): to a temporary
 // file, then renamed over the last, so that a crash leaves one or the
-// other whole.
+// other whole. It also says why the first refresh did not use a restored
+// state, if it did not: the save replaces that state.
 func (e *Exporter) save(cluster string, cs *clusterState) {
 	path := e.statePath(cluster)
-	if path == "" || cs.ref.Freezes == cs.savedFreezes {
+	if path == "" {
 		return
 	}
-	err := writeAtomic(path, func(w *bufio.Writer) error { return cs.ref.SaveState(w) })
+	if why := cs.ref.RestoreMismatch(); why != "" {
+		e.Log.Warn().Str("slurm_cluster", cluster).Str("file", path).Str("mismatch", why).Msg("saved usage did not hold: read the whole history, the file is replaced")
+	}
+	if cs.ref.Freezes == cs.savedFreezes {
+		return
+	}
+	// no context here: SaveState's queries are bounded by --db.timeout
+	err := writeAtomic(path, func(w *bufio.Writer) error { return cs.ref.SaveState(context.Background(), w) })
 	if err != nil {
 		e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", path).Msg("saving usage for the next start (--storage.path)")
 		return

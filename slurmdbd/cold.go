@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -78,6 +79,12 @@ func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Pe
 		return nil, nil
 	}
 	lnD := math.Log(r.Passes.D())
+	// Rows are weighed from ref, at or after every one of them, then
+	// scaled to now: the server's exponents are never positive, where rows
+	// after now would overflow EXP (a DOUBLE ends at e^709: rows 43 days
+	// after now at a one-hour half-life).
+	ref := max(now, float64(to))
+	scale := math.Exp(lnD * (now - ref))
 	period, phase := r.passGrid()
 	most := periodSeconds[p] * maxUnits
 	if l.QOSUsage && anyFactor(qos) {
@@ -102,7 +109,7 @@ func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Pe
 				idx[key] = i
 				out = append(out, key)
 			}
-			out[i].sum += u.AllocSecs * math.Exp(lnD*(now-float64(u.Start)))
+			out[i].sum += u.AllocSecs * math.Exp(lnD*(ref-float64(u.Start))) * scale
 		}
 		return out, nil
 	}
@@ -137,10 +144,10 @@ func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Pe
 					if err := rows.Scan(&s.Assoc, &s.TRES, &s.phase, &s.sum); err != nil {
 						return err
 					}
-					s.phase = mod(s.phase, period)
+					s.phase, s.sum = mod(s.phase, period), s.sum*scale
 					part = append(part, s)
 					return nil
-				}, lnD, now, from, to, uint64(most))
+				}, lnD, ref, from, to, uint64(most))
 				mu.Lock()
 				out = append(out, part...)
 				mu.Unlock()
@@ -189,8 +196,10 @@ func (r *Refresher) spread(nominal, longest float64) (a, bound float64) {
 
 // coldLoad fills frozen with every rolled-up row before to, from
 // the horizon from (see the comment at the top of this file). hourCut and
-// dayCut are where the hour and day tables start holding data (purges).
-func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Key]float64, l Layout, qos map[uint32]QOS, tres map[uint32]string, from, to, hourCut, dayCut int64, loc *time.Location) error {
+// dayCut are where the hour and day tables start holding data (purges);
+// problems say where coarser rows stood in for purged ones up to the last
+// rollup, and how far off that may be.
+func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Key]float64, l Layout, qos map[uint32]QOS, tres map[uint32]string, from, to, hourCut, dayCut int64, loc *time.Location) (problems []error, err error) {
 	c := r.Cluster
 	now := r.Passes.LastPass(in.At)
 	// tier boundaries by age, at local day and month starts (without
@@ -247,14 +256,47 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Ke
 	}
 	lo, err := straddle(Hour, hourFrom, to)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hours, err := r.sums(ctx, l, qos, Hour, now, lo, to, all)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, s := range hours {
 		frozen[s.Key] += weigh(s)
+	}
+
+	// A moment older than PurgeUsageAfter (check --at): the day (month)
+	// tier stops at the start of the day (month) holding to, and no finer
+	// rows are left from there to the last rollup. The coarser rows stand
+	// in for them, each weighed alone (bucket): the one holding the last
+	// rollup cannot be counted whole, and is taken as spread evenly over
+	// its period up to it.
+	for _, g := range []struct {
+		p, finer Period
+		lo, cut  int64
+	}{{Month, Day, dayFrom, min(dayCut, startOf(hourCut, loc, true))}, {Day, Hour, hourFrom, hourCut}} {
+		hi := min(g.cut, in.LastRan.Hourly)
+		if g.lo >= hi {
+			continue
+		}
+		rows, err := c.Usage(ctx, l, qos, g.p, g.lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		straddling, n := 0.0, 0
+		for _, u := range rows {
+			frozen[Key{u.Assoc, u.TRES}] += in.bucket(u, g.p)
+			if periodEnd(u.Start, g.p, loc) > in.LastRan.Hourly && u.TRES == TRESBilling {
+				straddling += u.AllocSecs
+				n++
+			}
+		}
+		if n > 0 {
+			problems = append(problems, fmt.Errorf("usage at %s: %s holds no rows before %s (PurgeUsageAfter): the %d %s rows across %s are taken as spread evenly over their %s, off by up to %.0f billing-seconds",
+				time.Unix(int64(in.At), 0).In(loc).Format(time.RFC3339), c.table("assoc_usage_"+string(g.finer)+"_table"), time.Unix(g.cut, 0).In(loc).Format(time.DateOnly),
+				n, g.p, time.Unix(in.LastRan.Hourly, 0).In(loc).Format(time.RFC3339), g.p, straddling))
+		}
 	}
 
 	// Days and months: spread evenly, with a bound. A month that the day
@@ -272,13 +314,9 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Ke
 		lo, hi int64
 	}
 	var again []finer
-	alignUp := func(t int64, month bool) int64 {
-		if s := startOf(t, loc, month); s != t {
-			next := time.Unix(s, 0).In(loc).AddDate(0, 0, 1)
-			if month {
-				next = time.Unix(s, 0).In(loc).AddDate(0, 1, 0)
-			}
-			return next.Unix()
+	alignUp := func(t int64, p Period) int64 {
+		if s := startOf(t, loc, p == Month); s != t {
+			return periodEnd(s, p, loc)
 		}
 		return t
 	}
@@ -288,21 +326,21 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Ke
 	}{{Month, from, dayFrom}, {Day, dayFrom, hourFrom}} {
 		lo, err := straddle(t.p, t.lo, t.hi)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// [lo, viaDays): no finer data; [viaDays, viaHours): days;
 		// [viaHours, hi): hours
-		viaHours := min(max(lo, alignUp(hourCut, t.p == Month)), t.hi)
+		viaHours := min(max(lo, alignUp(hourCut, t.p)), t.hi)
 		viaDays := viaHours
 		if t.p == Month {
-			viaDays = min(max(lo, alignUp(dayCut, true)), viaHours)
+			viaDays = min(max(lo, alignUp(dayCut, Month)), viaHours)
 			again = append(again, finer{Day, viaDays, viaHours})
 		}
 		again = append(again, finer{Hour, viaHours, t.hi})
 		for _, part := range [][2]int64{{lo, viaDays}, {viaDays, t.hi}} {
 			sums, err := r.sums(ctx, l, qos, t.p, now, part[0], part[1], all)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			for _, s := range sums {
 				e := acc[s.Key]
@@ -335,7 +373,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Ke
 		}
 		sums, err := r.sums(ctx, l, qos, f.p, now, f.lo, f.hi, keys{ids: refine, tres: all.tres})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, s := range sums {
 			if f.p == Hour {
@@ -351,7 +389,7 @@ func (r *Refresher) coldLoad(ctx context.Context, in *UsageInputs, frozen map[Ke
 			frozen[k] += e.refinable
 		}
 	}
-	return nil
+	return problems, nil
 }
 
 func mod(a, m int64) int64 { return ((a % m) + m) % m }

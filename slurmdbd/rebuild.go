@@ -399,45 +399,51 @@ func (in *UsageInputs) retimeHour(h int64, start, end float64) float64 {
 	return own - (to-from)*in.cachedWeight(h, Hour)
 }
 
-// hourOf is the start of the local hour holding t, as slurmdbd rolls hours
-// (a zone may be half an hour off UTC).
+// hourOf is hourStart in in.Location.
 func (in *UsageInputs) hourOf(t int64) int64 {
 	loc := in.Location
 	if loc == nil {
 		loc = time.Local
 	}
+	return hourStart(t, loc)
+}
+
+// hourStart is the start of the local hour holding t, as slurmdbd rolls
+// hours (a zone may be half an hour off UTC).
+func hourStart(t int64, loc *time.Location) int64 {
 	_, off := time.Unix(t, 0).In(loc).Zone()
 	return t - ((t+int64(off))%3600+3600)%3600
 }
 
+// periodEnd is the end of the hour, local day or local month starting at
+// start.
+func periodEnd(start int64, p Period, loc *time.Location) int64 {
+	switch p {
+	case Day:
+		return time.Unix(start, 0).In(loc).AddDate(0, 0, 1).Unix()
+	case Month:
+		return time.Unix(start, 0).In(loc).AddDate(0, 1, 0).Unix()
+	}
+	return start + 3600
+}
+
 // weight is what one alloc_sec of a row starting at start weighs at At
-// (BucketUsage is linear in the amount).
+// (BucketUsage is linear in the amount): the row's usage spread evenly over
+// its period, of which only the part after the reset and before the last
+// rollup counts. A rolled-up period has ended by the last rollup, but not
+// by the moment of check --at, whose last rollup is as of then
+// (LastRan.asOf).
 func (in *UsageInputs) weight(start int64, p Period) float64 {
 	loc := in.Location
 	if loc == nil {
 		loc = time.Local
 	}
-	from := float64(start)
-	var to float64
-	switch p {
-	case Hour:
-		to = from + 3600
-	case Day:
-		to = float64(time.Unix(start, 0).In(loc).AddDate(0, 0, 1).Unix())
-	case Month:
-		to = float64(time.Unix(start, 0).In(loc).AddDate(0, 1, 0).Unix())
+	from, to := float64(start), float64(periodEnd(start, p, loc))
+	lo, hi := max(from, in.Since), min(to, float64(in.LastRan.Hourly))
+	if hi <= lo {
+		return 0
 	}
-	to = min(to, float64(in.LastRan.Hourly))
-	amount := 1.0
-	if from < in.Since {
-		// keep the part after the reset
-		if to <= in.Since {
-			return 0
-		}
-		amount = (to - in.Since) / (to - from)
-		from = in.Since
-	}
-	return in.Passes.BucketUsage(from, to, in.At, amount)
+	return in.Passes.BucketUsage(lo, hi, in.At, (hi-lo)/(to-from))
 }
 
 // nodes maps id_assoc to the tree association that carries its usage:

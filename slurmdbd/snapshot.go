@@ -111,9 +111,9 @@ type Refresher struct {
 	layout   *Layout
 	layoutAt int64
 	// dbNow is the database server's clock at the start of the refresh,
-	// frozenDBTime its value when the frozen sums last changed, and
-	// restoredAt that of sums given by RestoreState, not yet checked.
-	dbNow, frozenDBTime, restoredAt int64
+	// frozenDBTime its value when the frozen sums last changed.
+	dbNow, frozenDBTime int64
+	restored            restoredState
 	// FullLoads counts refreshes that read the whole history.
 	FullLoads int
 	// Freezes counts refreshes that changed the frozen sums (a full load,
@@ -238,10 +238,18 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	if err != nil {
 		return nil, err
 	}
+	loc := r.Location
+	if loc == nil {
+		loc = time.Local
+	}
 	lastRan, err := c.LastRan(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Everything below reads up to the last rollup and the jobs after it:
+	// at a moment before the last rollup, the rollup as it stood then,
+	// with the jobs' time since charged up to the moment.
+	lastRan = lastRan.asOf(at.Unix(), loc)
 	qos, err := c.db.QOS(ctx)
 	if err != nil {
 		return nil, err
@@ -249,10 +257,6 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	names, err := c.db.TRESNames(ctx)
 	if err != nil {
 		return nil, err
-	}
-	loc := r.Location
-	if loc == nil {
-		loc = time.Local
 	}
 	reread := r.Reread
 	if reread <= 0 {
@@ -277,13 +281,10 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 
 	fp := fingerprint(l, r.Passes, r.Since, c.AllTRES)
 	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
-	if r.restoredAt > 0 {
-		if !full {
-			if full, err = r.rerolled(ctx, l, r.restoredAt); err != nil {
-				return nil, err
-			}
+	if r.restored.at > 0 {
+		if full, err = r.checkRestored(ctx, l, fp, full); err != nil {
+			return nil, err
 		}
-		r.restoredAt = 0
 	}
 	// Everything is read before the frozen sums change: a refresh that
 	// fails half-way leaves them as they were (decayed or added to twice,
@@ -315,9 +316,11 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 			if err != nil {
 				return nil, err
 			}
-			if err := r.coldLoad(ctx, &in, frozen, l, qos, names, from, watermark, hourCut, dayCut, loc); err != nil {
+			p, err := r.coldLoad(ctx, &in, frozen, l, qos, names, from, watermark, hourCut, dayCut, loc)
+			if err != nil {
 				return nil, err
 			}
+			problems = append(problems, p...)
 			frozenTo = watermark
 			// older tails weigh below 2^-tailHalfLives
 			tailFrom := from

@@ -32,6 +32,16 @@ func (c Cluster) LastRan(ctx context.Context) (LastRan, error) {
 	return l, err
 }
 
+// asOf is the rollups as they stood at t, in zone loc: a period is rolled
+// up only after it ends, so the rows and watermarks of later rollups must
+// not count at a moment before them (check --at, explain --at).
+func (l LastRan) asOf(t int64, loc *time.Location) LastRan {
+	l.Hourly = min(l.Hourly, hourStart(t, loc))
+	l.Daily = min(l.Daily, startOf(t, loc, false))
+	l.Monthly = min(l.Monthly, startOf(t, loc, true))
+	return l
+}
+
 // QOS is a row of qos_table.
 type QOS struct {
 	ID          uint32
