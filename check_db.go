@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -23,9 +27,11 @@ import (
 // every user of the host.
 const dsnEnv = "SLURMDBD_EXPORTER_DSN"
 
-// dsnFlag is where the database DSN comes from.
+// dsnFlag is where the database DSN comes from, and how long a query may
+// take: every command that reads the database has both.
 type dsnFlag struct {
-	DSNFile string `name:"dsn-file" type:"path" help:"File holding the database DSN, user:password@tcp(host:3306)/slurm_acct_db (or set $SLURMDBD_EXPORTER_DSN)."`
+	DSNFile   string        `name:"dsn-file" type:"path" help:"File holding the database DSN, user:password@tcp(host:3306)/slurm_acct_db (or set $SLURMDBD_EXPORTER_DSN)."`
+	DBTimeout time.Duration `name:"db.timeout" default:"30s" help:"Limit for connecting and for each database query."`
 }
 
 // database are the flags of check's database mode, which a DSN turns on.
@@ -53,25 +59,52 @@ func (d *database) validate() error {
 }
 
 // required is the DSN, which must be given.
-func (d *dsnFlag) required() (string, error) {
-	dsn, err := d.dsn()
+func (d *dsnFlag) required(log zerolog.Logger) (string, error) {
+	dsn, err := d.dsn(log)
 	if err == nil && dsn == "" {
 		err = errors.New("no database DSN: expected --dsn-file or $" + dsnEnv)
 	}
 	return dsn, err
 }
 
-func (d *dsnFlag) dsn() (string, error) {
+// maxDSNFile bounds what --dsn-file reads: a DSN is one line.
+const maxDSNFile = 64 << 10
+
+// dsn reads the DSN. A file that others can read is warned about: it
+// holds the database password.
+func (d *dsnFlag) dsn(log zerolog.Logger) (string, error) {
+	if d.DBTimeout <= 0 {
+		return "", fmt.Errorf("--db.timeout %v: expected a positive duration", d.DBTimeout)
+	}
 	if d.DSNFile == "" {
 		return os.Getenv(dsnEnv), nil
 	}
-	b, err := os.ReadFile(d.DSNFile)
+	f, err := os.OpenFile(d.DSNFile, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("--dsn-file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("--dsn-file %s: expected a regular file holding a DSN", d.DSNFile)
+	}
+	if st.Mode().Perm()&0o004 != 0 {
+		log.Warn().Str("file", d.DSNFile).Str("mode", st.Mode().Perm().String()).Msg("--dsn-file is readable by every user of this host, and it holds the database password: chmod o-r it")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxDSNFile+1))
+	if err != nil {
+		return "", fmt.Errorf("--dsn-file %s: %w", d.DSNFile, err)
+	}
+	if len(b) > maxDSNFile {
+		return "", fmt.Errorf("--dsn-file %s: larger than %d bytes: expected one line holding a DSN", d.DSNFile, maxDSNFile)
 	}
 	dsn := strings.TrimSpace(string(b))
 	if dsn == "" {
 		return "", fmt.Errorf("--dsn-file %s is empty: expected a DSN like user:password@tcp(host:3306)/slurm_acct_db", d.DSNFile)
+	}
+	if strings.ContainsAny(dsn, "\r\n") {
+		// the driver would take both lines as one DSN; quote none of it
+		return "", fmt.Errorf("--dsn-file %s has more than one line: expected one line holding a DSN", d.DSNFile)
 	}
 	return dsn, nil
 }
@@ -117,7 +150,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	dsn, err := c.dsn()
+	dsn, err := c.dsn(env.log)
 	if err != nil {
 		return err
 	}
@@ -131,7 +164,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage may be off by one PriorityCalcPeriod")
 		env.log.Warn().Err(err).Msg("decay pass phase unknown")
 	}
-	db, err := slurmdbd.Open(ctx, dsn, 0)
+	db, err := slurmdbd.Open(ctx, dsn, c.DBTimeout)
 	if err != nil {
 		return err
 	}

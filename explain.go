@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -68,7 +71,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	dsn, err := c.required()
+	dsn, err := c.required(env.log)
 	if err != nil {
 		return err
 	}
@@ -93,7 +96,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 			out = nil
 		}
 	}
-	e := &refresh.Exporter{DSN: dsn, Conf: conf, StateDir: stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
+	e := &refresh.Exporter{DSN: dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
 		Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, MauiInterval: 12 * time.Hour, WhatIf: true}
 	cl, err := e.Once(ctx, name, at, out)
 	if err != nil {
@@ -218,16 +221,30 @@ func humanDuration(d time.Duration) string {
 	return d.String()
 }
 
+// term makes a name from the database or Slurm safe to print on a
+// terminal: control characters (escape sequences, CR, tabs and newlines,
+// which would also break the table) and bytes that are not UTF-8 are
+// written as Go escapes. JSON output escapes them itself.
+func term(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			q := strconv.QuoteToGraphic(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
+}
+
 func (x Explanation) writeTable(w io.Writer) {
-	fmt.Fprintf(w, "cluster %s at %s, %s (slurm.conf)\n\n", x.Cluster, x.At.Format(time.RFC3339), x.Algorithm)
+	fmt.Fprintf(w, "cluster %s at %s, %s (slurm.conf)\n\n", term(x.Cluster), x.At.Format(time.RFC3339), x.Algorithm)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "association\tshares\tnorm shares (classic)\tnorm shares (fair tree)\traw usage\tnorm usage\teff usage (classic)\teff usage (fair tree)\tlevel_fs\trank\t")
 	for i, l := range x.Path {
-		name := strings.Repeat(" ", i) + l.Account
+		name := strings.Repeat(" ", i) + term(l.Account)
 		if l.User != "" {
-			name = strings.Repeat(" ", i) + l.User
+			name = strings.Repeat(" ", i) + term(l.User)
 			if l.Partition != "" {
-				name += " (" + l.Partition + ")"
+				name += " (" + term(l.Partition) + ")"
 			}
 		}
 		rank := ""
@@ -242,7 +259,7 @@ func (x Explanation) writeTable(w io.Writer) {
 	if x.Reported != nil {
 		fmt.Fprintf(w, "; Slurm reports %s", num(*x.Reported))
 	}
-	fmt.Fprintf(w, "\n%s\n\n", x.Reason)
+	fmt.Fprintf(w, "\n%s\n\n", term(x.Reason))
 }
 
 // num prints a value as the table shows it: - for blank, inf, %.6f.

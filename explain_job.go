@@ -118,7 +118,7 @@ func (x JobExplanation) writeTable(w io.Writer) {
 	if x.ArrayTask != "" {
 		job += "_" + x.ArrayTask
 	}
-	fmt.Fprintf(w, "job %s in partition %s, user %s, account %s, qos %s: cluster %s at %s\n\n", job, x.Partition, x.User, x.Account, x.QOS, x.Cluster, x.At.Format(time.RFC3339))
+	fmt.Fprintf(w, "job %s in partition %s, user %s, account %s, qos %s: cluster %s at %s\n\n", job, term(x.Partition), term(x.User), term(x.Account), term(x.QOS), term(x.Cluster), x.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "factor\tnormalized\tweight\tweighted\t")
 	for _, f := range x.Factors {
@@ -130,16 +130,16 @@ func (x JobExplanation) writeTable(w io.Writer) {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		fmt.Fprintf(tw, "  tres %s\t%s\t\t\t\n", n, normNum(x.TRES[n]))
+		fmt.Fprintf(tw, "  tres %s\t%s\t\t\t\n", term(n), normNum(x.TRES[n]))
 	}
 	fmt.Fprintf(tw, "priority\t\t\t%s\t\n", weightedNum(x.Priority))
 	tw.Flush()
 	if x.Dominant != "" {
-		fmt.Fprintf(w, "\nmost of it: %s\n", x.Dominant)
+		fmt.Fprintf(w, "\nmost of it: %s\n", term(x.Dominant))
 	}
 	fmt.Fprintln(w, "\nnot known from the database:")
 	for _, u := range x.Unknown {
-		fmt.Fprintf(w, "  %s\n", u)
+		fmt.Fprintf(w, "  %s\n", term(u))
 	}
 	fmt.Fprintln(w)
 	if x.Fairshare != nil {

@@ -514,7 +514,8 @@ func TestFaultBadConfig(t *testing.T) {
 	}{
 		{"no DSN", []string{"--slurm-conf", f.conf}, "no database DSN: expected --dsn-file or $SLURMDBD_EXPORTER_DSN"},
 		{"DSN file missing", []string{"--slurm-conf", f.conf, "--dsn-file", "/nonexistent/dsn"}, "--dsn-file: open /nonexistent/dsn"},
-		{"DSN file a directory", []string{"--slurm-conf", f.conf, "--dsn-file", f.dir}, "--dsn-file: read " + f.dir},
+		{"DSN file a directory", []string{"--slurm-conf", f.conf, "--dsn-file", f.dir}, "--dsn-file " + f.dir + ": expected a regular file"},
+		{"DSN file of two lines", []string{"--slurm-conf", f.conf, "--dsn-file", file("two-lines", "exporter:"+f.secret+"@tcp(127.0.0.1:1)/\nslurm_acct_db\n")}, "has more than one line: expected one line holding a DSN"},
 		{"DSN file empty", []string{"--slurm-conf", f.conf, "--dsn-file", file("empty", "\n")}, "is empty: expected a DSN"},
 		{"DSN not a DSN", []string{"--slurm-conf", f.conf, "--dsn-file", file("bad-dsn", "exporter:"+f.secret+"@127.0.0.1/slurm_acct_db")}, "database DSN: not a valid go-sql-driver/mysql DSN"},
 		{"DSN without database", []string{"--slurm-conf", f.conf, "--dsn-file", file("no-db", "exporter:"+f.secret+"@tcp(127.0.0.1:1)/")}, "no database name"},
@@ -527,6 +528,8 @@ func TestFaultBadConfig(t *testing.T) {
 		{"storage path missing", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--storage.path", "/nonexistent/state"}, "--storage.path /nonexistent/state: expected a directory the exporter can write"},
 		{"bad duration", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--refresh-interval", "5x"}, "--refresh-interval"},
 		{"negative duration", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--db.timeout=-1s"}, "--db.timeout -1s: expected a positive duration"},
+		{"negative association limit", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--collector.max-associations=-1"}, "--collector.max-associations -1: expected a count >= 0"},
+		{"config file key unknown", []string{"--config.file", file("config.json", `{"listen-address": ":1"}`)}, `unknown key "listen-address"`},
 		{"bad regexp", []string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf, "--collector.account-include", "("}, "--collector.account-include"},
 		{"config file missing", []string{"--config.file", "/nonexistent/config.json"}, "/nonexistent/config.json"},
 		{"unknown flag", []string{"--no-such-flag"}, "unknown flag --no-such-flag"},

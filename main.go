@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -71,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	logger := newLogger(c.Log, stderr)
+	slurmdbd.LogDriver(func(msg string) { logger.Warn().Str("component", "mysql driver").Msg(msg) })
 	err = ctx.Run(&runEnv{stdout: stdout, log: logger})
 	var ec exitCode
 	switch {

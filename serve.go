@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,7 +50,6 @@ type serveCmd struct {
 	SlurmConf       string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings and the cluster whose reports are compared (ClusterName)."`
 	StateDir        string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf)."`
 	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
-	DBTimeout       time.Duration `name:"db.timeout" default:"30s" help:"Limit for each database query."`
 	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history ('': none)."`
 
 	ReportedSource   string        `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none."`
@@ -94,6 +94,9 @@ func (s *serveCmd) Validate() error {
 	if !(s.FormulaTolerance >= 0 && s.UsageTolerance >= 0 && s.FactorTolerance >= 0) {
 		return errors.New("--drift.*-tolerance: expected numbers >= 0")
 	}
+	if s.MaxAssociations < 0 {
+		return fmt.Errorf("--collector.max-associations %d: expected a count >= 0 (0: no limit)", s.MaxAssociations)
+	}
 	if s.DemoAssociations < 2 || s.DemoAssociations > 1_000_000 {
 		return fmt.Errorf("--demo.associations %d: expected 2 to 1000000", s.DemoAssociations)
 	}
@@ -136,6 +139,7 @@ func (s *serveCmd) filter() (collector.Filter, error) {
 func (s *serveCmd) Run(env *runEnv) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ignoreHangup(ctx, env.log)
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
@@ -145,7 +149,6 @@ func (s *serveCmd) Run(env *runEnv) error {
 	}
 	col := collector.New()
 	col.Extended = s.Extended
-	ready := func() bool { return true }
 	if s.Demo {
 		snap := refresh.Demo(time.Now(), s.DemoAssociations)
 		snap.Clusters[0].Assocs, snap.Clusters[0].Dropped = filter.Apply(snap.Clusters[0].Assocs)
@@ -153,15 +156,71 @@ func (s *serveCmd) Run(env *runEnv) error {
 			return err
 		}
 		env.log.Info().Msg("serving the bundled demo cluster")
-	} else {
+		return s.listen(ctx, env.log, col, func() bool { return true })
+	}
+	// Listen at once: the startup checks wait for the database up to
+	// --db.timeout, and meanwhile /-/healthy answers and /metrics says
+	// the sources are down.
+	down := &collector.Snapshot{Sources: map[string]collector.Source{"db": {}}, Published: time.Now()}
+	if s.ReportedSource != "none" {
+		down.Sources["reported"] = collector.Source{}
+	}
+	if err := col.Publish(down); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var exp atomic.Pointer[refresh.Exporter]
+	served := make(chan error, 1)
+	go func() {
+		served <- s.listen(ctx, env.log, col, func() bool { e := exp.Load(); return e != nil && e.Ready() })
+	}()
+	started := make(chan error, 1)
+	go func() {
 		e, err := s.exporter(ctx, env.log, col, filter)
+		if err == nil {
+			exp.Store(e)
+			go e.Run(ctx)
+		}
+		started <- err
+	}()
+	select {
+	case err := <-served:
+		return err
+	case err := <-started:
 		if err != nil {
+			cancel()
+			<-served
 			return err
 		}
-		go e.Run(ctx)
-		ready = e.Ready
 	}
-	return s.listen(ctx, env.log, col, ready)
+	return <-served
+}
+
+// newServer bounds what a client may hold: a request's headers must come
+// within 10 s, and an idle keep-alive connection is closed after 5
+// minutes (Prometheus keeps its own between scrapes, at intervals up to a
+// few minutes).
+func newServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+}
+
+// ignoreHangup logs SIGHUP instead of dying of it (exit 129): there is
+// nothing to reload, slurm.conf is read again at every refresh.
+func ignoreHangup(ctx context.Context, log zerolog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-hup:
+				log.Info().Msg("SIGHUP: nothing to reload (slurm.conf is read again at every refresh; flags take a restart)")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 }
 
 // exporter checks the configuration and builds the refresh loops. The
@@ -172,7 +231,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	if err != nil {
 		return nil, err
 	}
-	dsn, err := s.required()
+	dsn, err := s.required(log)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +312,7 @@ func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collecto
 		return err
 	}
 	mux.Handle("/", landing)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(mux)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -98,6 +98,8 @@ var (
 		"slurm_cluster", "factor")
 	descUp = desc("exporter", "up", "Whether the last attempt to read the source succeeded and its data is fresh (1) or not (0). source: db or reported.",
 		"source")
+	descClusterUp = desc("exporter", "cluster_up", "Whether the cluster of cluster_table was read from the database at the last refresh (1) or not (0); a cluster without tables of its own is 0 and does not make up{source=\"db\"} 0.",
+		"slurm_cluster")
 	descLastSuccess = desc("exporter", "last_success_timestamp_seconds", "When the source was last read successfully (unix seconds); frozen while it fails.",
 		"source")
 	descSourceAge = desc("exporter", "source_age_seconds", "Seconds since the source was last read successfully, at scrape time; +Inf before the first success.",
@@ -194,6 +196,9 @@ func collectStatic(s *Snapshot, out sink) {
 		if !src.LastSuccess.IsZero() {
 			gauge(descLastSuccess, seconds(src.LastSuccess), name)
 		}
+	}
+	for name, up := range s.ClusterUp {
+		gauge(descClusterUp, b2f(up), name)
 	}
 	for name, st := range s.Stages {
 		gauge(descStageDuration, st.Duration.Seconds(), name)

@@ -124,7 +124,11 @@ type Stage struct {
 type Snapshot struct {
 	Clusters []Cluster
 	Sources  map[string]Source
-	Stages   map[string]Stage
+	// ClusterUp: whether each cluster of cluster_table was read at the
+	// last refresh; one without tables of its own does not hold the db
+	// source down.
+	ClusterUp map[string]bool
+	Stages    map[string]Stage
 	// Published is when the snapshot was made.
 	Published time.Time
 }

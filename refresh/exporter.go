@@ -79,14 +79,17 @@ type Exporter struct {
 	// across restarts ("": none).
 	StoragePath string
 
-	now      func() time.Time
-	db       *slurmdbd.DB
-	clusters map[string]*clusterState
-	sources  map[string]collector.Source
-	stages   map[string]collector.Stage
-	report   *reportState
-	boot     time.Time
-	ready    atomic.Bool
+	now       func() time.Time
+	db        *slurmdbd.DB
+	clusters  map[string]*clusterState
+	sources   map[string]collector.Source
+	stages    map[string]collector.Stage
+	report    *reportState
+	boot      time.Time
+	ready     atomic.Bool
+	clusterUp map[string]bool
+	// warned: each cluster's data problems at its last refresh
+	warned map[string]map[string]bool
 }
 
 type clusterState struct {
@@ -101,9 +104,7 @@ type clusterState struct {
 	// mauiRollup is the hourly rollup the Maui windows were read at.
 	mauiRollup int64
 	maui       []float64
-	// restored: ref started from saved usage; savedFreezes is
-	// ref.Freezes when it was last saved.
-	restored     bool
+	// savedFreezes is ref.Freezes when it was last saved.
 	savedFreezes int
 }
 
@@ -116,7 +117,8 @@ type reportState struct {
 	memo    *ReportMemo
 }
 
-// Ready reports whether a database refresh has succeeded.
+// Ready reports whether the computation of a good database refresh has
+// been published.
 func (e *Exporter) Ready() bool { return e.ready.Load() }
 
 type reportResult struct {
@@ -133,6 +135,7 @@ func (e *Exporter) Run(ctx context.Context) {
 		e.now = time.Now
 	}
 	e.clusters = map[string]*clusterState{}
+	e.clusterUp = map[string]bool{}
 	e.sources = map[string]collector.Source{"db": {}}
 	e.stages = map[string]collector.Stage{}
 	reports := make(chan reportResult)
@@ -332,39 +335,41 @@ func (e *Exporter) refreshAll(ctx context.Context, at time.Time) {
 			e.clusters[name] = cs
 			e.restore(name, cs)
 		}
-		ok = e.refreshCluster(ctx, name, cs, at) && ok
+		err := e.refreshCluster(ctx, name, cs, at)
+		e.clusterUp[name] = err == nil
+		if errors.Is(err, slurmdbd.ErrNoTables) {
+			// cluster_up says so; the other clusters are the database's
+			// health
+			e.warnChanged(name, []string{err.Error()})
+			continue
+		}
+		if err != nil {
+			e.Log.Error().Err(err).Str("slurm_cluster", name).Msg("refresh from the database")
+		}
+		ok = ok && err == nil
 	}
 	for name := range e.clusters {
 		if !slices.Contains(names, name) {
 			delete(e.clusters, name) // removed from cluster_table
+			delete(e.clusterUp, name)
 		}
 	}
 	e.source("db", ok, at)
-	if ok {
-		e.ready.Store(true)
-	}
 }
 
 // refreshCluster rebuilds one cluster at at; on failure the last good
 // computation stays.
-func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterState, at time.Time) bool {
+func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterState, at time.Time) error {
 	t0 := e.now()
 	in, err := e.read(ctx, name, &cs.ref, at)
 	e.stage(StageDB, e.now().Sub(t0), err)
 	if err != nil {
-		e.Log.Error().Err(err).Str("slurm_cluster", name).Msg("refresh from the database")
 		var conn interface{ Timeout() bool }
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &conn) {
 			// a connection may be wedged (held lock); start afresh
 			e.closeDB()
 		}
-		return false
-	}
-	if cs.restored {
-		cs.restored = false
-		if cs.ref.FullLoads > 0 {
-			e.Log.Warn().Str("slurm_cluster", name).Msg("saved usage did not hold (decay settings, schema or rollups changed while stopped): read the whole history")
-		}
+		return err
 	}
 	e.save(name, cs)
 	t1 := e.now()
@@ -374,7 +379,7 @@ func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterS
 		e.Log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
 	}
 	cs.last = in
-	return true
+	return nil
 }
 
 func (e *Exporter) closeDB() {
@@ -399,9 +404,10 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 	if local {
 		stateDir = e.StateDir // the phase of other clusters' passes is unknown
 	}
+	var problems []string
 	passes, since, err := Decay(conf, stateDir)
 	if err != nil && stateDir != "" {
-		e.Log.Warn().Err(err).Msg("decay pass phase unknown: usage may be off by one PriorityCalcPeriod")
+		problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
 	}
 	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
 	if local {
@@ -412,7 +418,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		return nil, err
 	}
 	for _, p := range snap.Problems {
-		e.Log.Warn().Str("slurm_cluster", name).Msg(p.Error())
+		problems = append(problems, p.Error())
 	}
 	tree, err := fairshare.NewTree(snap.Tree.Assocs)
 	if err != nil {
@@ -435,10 +441,11 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		n := snap.TRESNames[id]
 		if n == "" {
 			n = fmt.Sprintf("tres_%d", id)
-			e.Log.Warn().Str("slurm_cluster", name).Msgf("usage rows of id_tres=%d, which tres_table does not list: exported as tres=%q", id, n)
+			problems = append(problems, fmt.Sprintf("usage rows of id_tres=%d, which tres_table does not list: exported as tres=%q", id, n))
 		}
 		in.TRES[n] = v
 	}
+	e.warnChanged(name, problems)
 	in.Uncharged = snap.Uncharged
 	if snap.LastRan.OK {
 		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
@@ -456,6 +463,26 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		}
 	}
 	return in, nil
+}
+
+// warnChanged logs each of a cluster's data problems when it first
+// appears: a bad row stays bad at every refresh, and logging it every
+// minute buried everything else.
+func (e *Exporter) warnChanged(cluster string, problems []string) {
+	if e.warned == nil {
+		e.warned = map[string]map[string]bool{}
+	}
+	seen := make(map[string]bool, len(problems))
+	for _, p := range problems {
+		if !e.warned[cluster][p] {
+			e.Log.Warn().Str("slurm_cluster", cluster).Msg(p)
+		}
+		seen[p] = true
+	}
+	if len(problems) > 0 {
+		e.Log.Debug().Str("slurm_cluster", cluster).Int("problems", len(problems)).Msg("data problems left out of this refresh (each warned once)")
+	}
+	e.warned[cluster] = seen
 }
 
 // extras reads what the per-association factors do not need: pending jobs
@@ -577,7 +604,7 @@ func (e *Exporter) Once(ctx context.Context, name string, at time.Time, out *ssh
 // fresh report, and hands the snapshot to the collector.
 func (e *Exporter) publish() {
 	t0 := e.now()
-	snap := &collector.Snapshot{Sources: maps.Clone(e.sources), Published: t0}
+	snap := &collector.Snapshot{Sources: maps.Clone(e.sources), ClusterUp: maps.Clone(e.clusterUp), Published: t0}
 	rep := e.freshReport()
 	if e.Report != nil && rep == nil {
 		s := snap.Sources["reported"]
@@ -618,5 +645,7 @@ func (e *Exporter) publish() {
 	e.stage(StagePublish, e.now().Sub(t1), err)
 	if err != nil {
 		e.Log.Error().Err(err).Msg("rendering the metrics")
+	} else if snap.Sources["db"].Up {
+		e.ready.Store(true)
 	}
 }

@@ -152,7 +152,7 @@ func storageExporter(t *testing.T, dsn, dir string) (*Exporter, *bytes.Buffer) {
 	must(t, err)
 	logs := &bytes.Buffer{}
 	e := &Exporter{DSN: dsn, Conf: conf, StoragePath: dir, Log: zerolog.New(logs), now: time.Now,
-		clusters: map[string]*clusterState{}, sources: map[string]collector.Source{}, stages: map[string]collector.Stage{}}
+		clusters: map[string]*clusterState{}, clusterUp: map[string]bool{}, sources: map[string]collector.Source{}, stages: map[string]collector.Stage{}}
 	t.Cleanup(e.closeDB)
 	return e, logs
 }

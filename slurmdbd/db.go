@@ -78,6 +78,17 @@ func Open(ctx context.Context, dsn string, timeout time.Duration) (*DB, error) {
 	return d, nil
 }
 
+// LogDriver sends the MySQL driver's own messages (a connection broken
+// mid-packet, say) to print: the driver writes them to stderr as plain
+// lines, which broke --log.format json.
+func LogDriver(print func(msg string)) {
+	mysql.SetLogger(driverLog(print))
+}
+
+type driverLog func(string)
+
+func (l driverLog) Print(v ...any) { l(strings.TrimSpace(fmt.Sprint(v...))) }
+
 // CheckDSN says what is wrong with a DSN, without connecting: a
 // configuration error, unlike a database that does not answer.
 func CheckDSN(dsn string) error {

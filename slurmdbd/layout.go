@@ -3,9 +3,36 @@ package slurmdbd
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
 )
+
+// ErrNoTables: cluster_table lists a cluster whose tables do not exist (one
+// registered with slurmdbd and never used, or whose tables were dropped).
+var ErrNoTables = errors.New("no tables of its own")
+
+// unreadable says why information_schema showed no column of the
+// cluster's table: it does not exist, or the database user may not read
+// it (information_schema lists only what the user can read).
+func (c Cluster) unreadable(ctx context.Context, suffix string) error {
+	name := c.Name + "_" + suffix
+	err := c.db.query(ctx, "reading "+name, "SELECT 1 FROM "+c.table(suffix)+" LIMIT 0", func(*sql.Rows) error { return nil })
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &me) && me.Number == 1146: // ER_NO_SUCH_TABLE
+		return fmt.Errorf("cluster %s: %w: table %s does not exist", c.Name, ErrNoTables, name)
+	case errors.As(err, &me) && (me.Number == 1142 || me.Number == 1143): // ER_TABLEACCESS_DENIED_ERROR, ER_COLUMNACCESS_DENIED_ERROR
+		return fmt.Errorf("cluster %s: the database user may not read table %s: expected GRANT SELECT ON <slurm_acct_db>.* TO the exporter's user (packaging/grant.sql)", c.Name, name)
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("cluster %s: table %s shows no column to the database user: expected GRANT SELECT on the whole table (packaging/grant.sql)", c.Name, name)
+}
 
 // Layout says which optional columns and tables a cluster's schema has.
 type Layout struct {
@@ -72,7 +99,11 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
-	for t, need := range required {
+	for _, t := range slices.Sorted(maps.Keys(required)) {
+		need := required[t]
+		if cols[t] == nil {
+			return Layout{}, c.unreadable(ctx, t)
+		}
 		for _, col := range need {
 			if !cols[t][col] {
 				return Layout{}, fmt.Errorf("cluster %s: table %s_%s has no column %s: not a slurmdbd schema this exporter knows (20.11 to 26.05)", c.Name, c.Name, t, col)
