@@ -77,8 +77,10 @@ func (c *checkCmd) Run(env *runEnv) error {
 	return writeReport(env, rep, c.Output)
 }
 
-// parseSshare reads sshare output; without a header, the algorithm tells
-// the columns.
+// parseSshare reads sshare output, streamed and within sshare's limits
+// (MaxBytes, MaxRows); without a header, the algorithm tells the columns.
+// Output cut short or listing an association twice is an error: compared,
+// it would read as drift.
 func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
 	var layout sshare.Layout
 	if algorithm != "auto" {
@@ -88,6 +90,9 @@ func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
 	out, err := sshare.Parse(r, layout)
 	if errors.Is(err, sshare.ErrNoHeader) {
 		return nil, fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
+	}
+	if err == nil {
+		err = out.Unique()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

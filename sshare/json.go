@@ -38,17 +38,14 @@ const (
 // parseJSON). Release is meta.slurm.release, and FactorMissing is set as
 // Output documents. A non-empty errors list is an error wrapping ErrSlurm.
 func ParseJSON(r io.Reader) (*Output, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading shares JSON: %w", err)
-	}
-	return parseJSON(b)
+	return parseJSON(r, MaxJSONBytes)
 }
 
 // ErrSlurm is wrapped by ParseJSON's error when the document's errors
 // list is not empty: Slurm refused or failed the query.
 var ErrSlurm = errors.New("errors reported by Slurm")
 
+// jsonRow is one element of shares.shares while it is read.
 type jsonRow struct {
 	Row
 	user          bool
@@ -56,81 +53,265 @@ type jsonRow struct {
 	factor, level float64
 }
 
-func parseJSON(b []byte) (*Output, error) {
-	var doc struct {
-		Shares *struct {
-			Shares []json.RawMessage `json:"shares"`
-		} `json:"shares"`
-		Meta struct {
-			Slurm struct {
-				Release string `json:"release"`
-			} `json:"slurm"`
-		} `json:"meta"`
-		Errors []json.RawMessage `json:"errors"`
-	}
-	if err := json.Unmarshal(finite(b), &doc); err != nil {
+// parseJSON reads at most limit bytes of r, decoding shares.shares one
+// element at a time: memory is bounded by the rows kept (MaxRows), not by
+// the document. Any other value is at most maxLine bytes.
+func parseJSON(r io.Reader, limit int64) (*Output, error) {
+	w := &window{r: &finiteReader{r: limitBytes(r, limit)}}
+	d := &jsonDoc{dec: json.NewDecoder(w), w: w, out: &Output{}, classic: true, allZero: true}
+	err := d.document()
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return nil, fmt.Errorf("shares JSON: %w", err)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, errors.New("shares JSON: unexpected end of JSON input: expected the whole document")
+	case err != nil:
 		return nil, fmt.Errorf("shares JSON: %w: expected a {\"shares\":{\"shares\":[...]},\"meta\":{...},\"errors\":[...]} document", err)
-	}
-	if len(doc.Errors) > 0 {
-		return nil, fmt.Errorf("shares JSON: %w (%d), the first: %s", ErrSlurm, len(doc.Errors), slurmError(doc.Errors[0]))
-	}
-	if doc.Shares == nil || len(doc.Shares.Shares) == 0 {
+	case d.nErrors > 0:
+		return nil, fmt.Errorf("shares JSON: %w (%d), the first: %s", ErrSlurm, d.nErrors, slurmError(d.firstError))
+	case d.rowErr != nil:
+		return nil, d.rowErr
+	case d.rows.n == 0:
 		return nil, errors.New("shares JSON: no rows in shares.shares: expected at least the root association")
 	}
-	rows := make([]jsonRow, len(doc.Shares.Shares))
-	var stack []int // account rows from the root down to the latest one
-	classic := true
-	allZero := true
-	for i, raw := range doc.Shares.Shares {
-		r := &rows[i]
-		if err := r.decode(raw); err != nil {
-			return nil, fmt.Errorf("shares row %d%s: %w", i+1, r.label(), err)
-		}
-		r.Line = i + 1
-		parent := r.Account
-		if !r.user {
-			parent = r.parentName
-		}
-		switch {
-		case parent == "" && r.user:
-			return nil, fmt.Errorf("shares row %d%s: user row without parent: expected its account", i+1, r.label())
-		case parent != "":
-			d := len(stack) - 1
-			for d >= 0 && (rows[stack[d]].Account != parent || rows[stack[d]].Cluster != r.Cluster) {
-				d--
-			}
-			if d < 0 {
-				return nil, fmt.Errorf("shares row %d%s: parent %q is not an account above it: expected the rows in tree order", i+1, r.label(), parent)
-			}
-			r.Depth = d + 1
-		}
-		if !r.user {
-			stack = append(stack[:r.Depth], i)
-		}
-		classic = classic && r.level == 0
-		allZero = allZero && r.factor == 0
-	}
-	out := &Output{Release: doc.Meta.Slurm.Release, Rows: make([]Row, len(rows))}
+	out := d.out
+	out.Rows = d.rows.rows()
 	// Fair Tree never computes the root's level (NO_VAL, blank in the text),
 	// so its reports always hold a level that is not 0; classic mode sets
 	// every level to 0.
-	fairTree := !classic
+	fairTree := !d.classic
 	// Classic mode on 23.11 to 25.05 reports fs_factor 0 everywhere in JSON;
 	// the text output computes it itself.
-	out.FactorMissing = classic && allZero && releaseIn(out.Release, [2]int{23, 11}, [2]int{25, 5})
+	out.FactorMissing = d.classic && d.allZero && releaseIn(out.Release, [2]int{23, 11}, [2]int{25, 5})
 	out.Columns = Columns(fairTree, true, true)
-	for i := range rows {
-		r := &rows[i]
-		r.FairShare, r.LevelFS = r.factor, math.NaN()
-		if fairTree {
-			r.LevelFS = r.level
+	for i := range out.Rows {
+		r := &out.Rows[i] // FairShare and LevelFS hold fairshare.factor and level
+		if !fairTree {
+			r.LevelFS = math.NaN()
 		}
-		if out.FactorMissing || r.Depth == 0 || fairTree && !r.user {
+		if out.FactorMissing || r.Depth == 0 || fairTree && r.User == "" {
 			r.FairShare = math.NaN()
 		}
-		out.Rows[i] = r.Row
 	}
 	return out, nil
+}
+
+// jsonDoc is the state of parseJSON. As json.Unmarshal did, the errors
+// list, wherever it is, comes before a bad row, and a syntax error
+// anywhere before both.
+type jsonDoc struct {
+	dec              *json.Decoder
+	w                *window
+	out              *Output
+	rows             rowBlocks
+	stack            []int // account rows from the root down to the latest one
+	classic, allZero bool
+	sharesSeen       bool
+	rowErr           error
+	nErrors          int
+	firstError       json.RawMessage
+}
+
+func (d *jsonDoc) document() error {
+	err := d.object("the document", func(key string) error {
+		switch key {
+		case "shares":
+			return d.object("shares", func(key string) error {
+				if key != "shares" {
+					return d.skip()
+				}
+				if d.sharesSeen {
+					return errors.New("shares.shares appears twice: expected one list")
+				}
+				d.sharesSeen = true
+				return d.list("shares.shares", d.row)
+			})
+		case "meta":
+			var meta struct {
+				Slurm struct {
+					Release string `json:"release"`
+				} `json:"slurm"`
+			}
+			err := d.value(&meta)
+			d.out.Release = meta.Slurm.Release
+			return err
+		case "errors":
+			return d.list("errors", func(raw json.RawMessage) error {
+				if d.nErrors++; d.nErrors == 1 {
+					d.firstError = raw
+				}
+				return nil
+			})
+		}
+		return d.skip()
+	})
+	if err != nil {
+		return err
+	}
+	switch tok, err := d.dec.Token(); {
+	case err == io.EOF:
+		return nil
+	case err != nil:
+		return fmt.Errorf("after the document: %w", err)
+	default:
+		return fmt.Errorf("%v after the document: expected nothing", tok)
+	}
+}
+
+// row adds one element of shares.shares, in tree order; the first bad one
+// is kept as rowErr and the rest are only read. Only more than MaxRows
+// ends the reading.
+func (d *jsonDoc) row(raw json.RawMessage) error {
+	if d.rowErr != nil {
+		return nil
+	}
+	i := d.rows.n
+	var r jsonRow
+	if err := r.decode(raw); err != nil {
+		d.rowErr = fmt.Errorf("shares row %d%s: %w", i+1, r.label(), err)
+		return nil
+	}
+	r.Line = i + 1
+	parent := r.Account
+	if !r.user {
+		parent = r.parentName
+	}
+	switch {
+	case parent == "" && r.user:
+		d.rowErr = fmt.Errorf("shares row %d%s: user row without parent: expected its account", i+1, r.label())
+		return nil
+	case parent != "":
+		k := len(d.stack) - 1
+		for k >= 0 && (d.rows.at(d.stack[k]).Account != parent || d.rows.at(d.stack[k]).Cluster != r.Cluster) {
+			k--
+		}
+		if k < 0 {
+			d.rowErr = fmt.Errorf("shares row %d%s: parent %q is not an account above it: expected the rows in tree order", i+1, r.label(), parent)
+			return nil
+		}
+		r.Depth = k + 1
+	}
+	if !r.user {
+		d.stack = append(d.stack[:r.Depth], i)
+	}
+	d.classic = d.classic && r.level == 0
+	d.allZero = d.allZero && r.factor == 0
+	r.FairShare, r.LevelFS = r.factor, r.level
+	if err := d.rows.add(r.Row); err != nil {
+		return fmt.Errorf("shares row %d: %w", i+1, err)
+	}
+	return nil
+}
+
+// token reads the next token; the window moves past it.
+func (d *jsonDoc) token() (json.Token, error) {
+	tok, err := d.dec.Token()
+	d.w.mark = d.dec.InputOffset()
+	return tok, err
+}
+
+// value decodes the next value, of at most maxLine bytes, into v.
+func (d *jsonDoc) value(v any) error {
+	err := d.dec.Decode(v)
+	d.w.mark = d.dec.InputOffset()
+	return err
+}
+
+// object reads an object, giving field each key with the decoder before
+// its value, which field must read. null, which json.Unmarshal reads as
+// nothing, is an empty object.
+func (d *jsonDoc) object(what string, field func(key string) error) error {
+	if ok, err := d.open('{', what); !ok {
+		return err
+	}
+	for d.dec.More() {
+		key, err := d.token()
+		if err != nil {
+			return err
+		}
+		if err := field(key.(string)); err != nil {
+			return err
+		}
+	}
+	_, err := d.token()
+	return err
+}
+
+// list reads an array, giving elem each element; null is an empty array.
+func (d *jsonDoc) list(what string, elem func(json.RawMessage) error) error {
+	if ok, err := d.open('[', what); !ok {
+		return err
+	}
+	for d.dec.More() {
+		var raw json.RawMessage
+		if err := d.value(&raw); err != nil {
+			return err
+		}
+		if err := elem(raw); err != nil {
+			return err
+		}
+	}
+	_, err := d.token()
+	return err
+}
+
+// skip reads a value it has no use for: Slurm's are small (warnings,
+// total_shares).
+func (d *jsonDoc) skip() error {
+	var v json.RawMessage
+	return d.value(&v)
+}
+
+// open reads the start of an object or array, and reports whether there
+// is one: not for null.
+func (d *jsonDoc) open(delim json.Delim, what string) (bool, error) {
+	tok, err := d.token()
+	switch {
+	case err != nil:
+		return false, err
+	case tok == nil:
+		return false, nil
+	case tok != delim:
+		return false, fmt.Errorf("json: cannot unmarshal %s into %s", kind(tok), what)
+	}
+	return true, nil
+}
+
+// kind names a token as json.Unmarshal's errors do.
+func kind(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		if tok == json.Delim('[') {
+			return "array"
+		}
+		return "object"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	}
+	return "number"
+}
+
+// window fails a read more than maxLine bytes past mark, the decoder's
+// offset after the last value or token: the decoder buffers a whole value
+// before decoding it.
+type window struct {
+	r          io.Reader
+	read, mark int64
+}
+
+func (w *window) Read(p []byte) (int, error) {
+	room := w.mark + maxLine - w.read
+	if room <= 0 {
+		return 0, tooLarge(maxLine, "bytes in one JSON value")
+	}
+	if int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := w.r.Read(p)
+	w.read += int64(n)
+	return n, err
 }
 
 // decode fills r from one element of shares.shares.
@@ -269,41 +450,81 @@ func bareNumber(raw json.RawMessage) (float64, bool) {
 	return v, err == nil || errors.Is(err, strconv.ErrRange)
 }
 
-// finite makes the JSON of data_parser v0.0.40/41 valid: they write
-// non-finite doubles as the bare tokens Infinity, -Infinity and NaN. Outside
-// strings, Infinity becomes 1e999999 (same length, so error offsets still
-// match), which bareNumber reads as +Inf, and NaN becomes null.
-func finite(b []byte) []byte {
-	var out []byte
-	last, inString, escaped := 0, false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
+// finiteState makes the JSON of data_parser v0.0.40/41 valid: they write
+// non-finite doubles as the bare tokens Infinity, -Infinity and NaN.
+// Outside strings, Infinity becomes 1e999999, which bareNumber reads as
+// +Inf, and NaN becomes null.
+type finiteState struct{ inString, escaped bool }
+
+// transform appends src to dst with the tokens replaced, and returns how
+// much of src it used: all of it unless, before the end of the input
+// (final), src ends with what may be the start of a token.
+func (s *finiteState) transform(dst, src []byte, final bool) ([]byte, int) {
+	last := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
 		switch {
-		case inString:
+		case s.inString:
 			switch {
-			case escaped:
-				escaped = false
+			case s.escaped:
+				s.escaped = false
 			case c == '\\':
-				escaped = true
+				s.escaped = true
 			case c == '"':
-				inString = false
+				s.inString = false
 			}
 		case c == '"':
-			inString = true
-		case c == 'I' && bytes.HasPrefix(b[i:], []byte("Infinity")):
-			out = append(append(out, b[last:i]...), "1e999999"...)
-			i += len("Infinity") - 1
-			last = i + 1
-		case c == 'N' && bytes.HasPrefix(b[i:], []byte("NaN")):
-			out = append(append(out, b[last:i]...), "null"...)
-			i += len("NaN") - 1
-			last = i + 1
+			s.inString = true
+		case c == 'I' || c == 'N':
+			word, repl := "Infinity", "1e999999"
+			if c == 'N' {
+				word, repl = "NaN", "null"
+			}
+			switch rest := src[i:]; {
+			case bytes.HasPrefix(rest, []byte(word)):
+				dst = append(append(dst, src[last:i]...), repl...)
+				i += len(word) - 1
+				last = i + 1
+			case !final && len(rest) < len(word) && strings.HasPrefix(word, string(rest)):
+				return append(dst, src[last:i]...), i
+			}
 		}
 	}
-	if out == nil {
-		return b
+	return append(dst, src[last:]...), len(src)
+}
+
+// finite is finiteState over a whole document.
+func finite(b []byte) []byte {
+	var s finiteState
+	out, _ := s.transform(nil, b, true)
+	return out
+}
+
+// finiteReader is finiteState over a stream.
+type finiteReader struct {
+	finiteState
+	r         io.Reader
+	buf       [8 << 10]byte
+	held      int    // bytes at the start of buf left for the next read
+	out, next []byte // transformed, not yet returned; next is out's storage
+	err       error
+}
+
+func (f *finiteReader) Read(p []byte) (int, error) {
+	for len(f.out) == 0 && f.err == nil {
+		n, err := f.r.Read(f.buf[f.held:])
+		f.err = err
+		src := f.buf[:f.held+n]
+		var used int
+		f.next, used = f.transform(f.next[:0], src, err != nil)
+		f.out, f.held = f.next, copy(f.buf[:], src[used:])
 	}
-	return append(out, b[last:]...)
+	if len(f.out) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.out)
+	f.out = f.out[n:]
+	return n, nil
 }
 
 // slurmError describes one element of the errors list

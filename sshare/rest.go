@@ -10,27 +10,35 @@ import (
 	"strings"
 )
 
-// maxRESTBody bounds the body FetchREST reads: at about 5 kB a row, room
-// for some 50 000 associations. A variable so that tests can lower it.
-var maxRESTBody int64 = 256 << 20
+// maxRESTBody bounds the body FetchREST reads, MaxJSONBytes; a variable
+// so that tests can lower it.
+var maxRESTBody int64 = MaxJSONBytes
 
 // FetchREST gets the shares from slurmrestd: GET
 // <baseURL>/slurm/<version>/shares, version being a data_parser such as
 // v0.0.44. user and token go into X-SLURM-USER-NAME and X-SLURM-USER-TOKEN
 // when not empty (rest_auth/local on a unix socket needs neither; reach it
 // with a client whose Transport dials the socket). A nil client is
-// http.DefaultClient.
+// http.DefaultClient. A redirect is an error, never followed: the token
+// must reach no other host. The body is decoded as it arrives, bounded as
+// ParseJSON is.
 func FetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*Output, error) {
 	if version == "" || strings.ContainsAny(version, "/?#%") {
 		return nil, fmt.Errorf("slurmrestd data_parser version %q: expected one like v0.0.44", version)
 	}
-	u, err := url.JoinPath(baseURL, "slurm", version, "shares")
-	if err != nil {
-		return nil, fmt.Errorf("slurmrestd URL %q: %w", baseURL, err)
+	// Errors show the URL without its user and password: a site may put
+	// credentials in it.
+	base, err := url.Parse(baseURL)
+	if err != nil || base.Host == "" {
+		return nil, errors.New("slurmrestd URL: not an absolute URL: expected one like http://localhost:6820")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	full := base.JoinPath("slurm", version, "shares")
+	shown := *full
+	shown.User = nil
+	u := shown.String()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, full.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("slurmrestd URL %q: %w", baseURL, err)
+		return nil, fmt.Errorf("slurmrestd URL %s: not usable for a request", u)
 	}
 	req.Header.Set("Accept", "application/json")
 	if user != "" {
@@ -42,23 +50,26 @@ func FetchREST(ctx context.Context, client *http.Client, baseURL, version, user,
 	if client == nil {
 		client = http.DefaultClient
 	}
-	resp, err := client.Do(req)
+	noRedirect := *client
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noRedirect.Do(req)
 	if err != nil {
+		// net/http shows the user name
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = u
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if loc, err := resp.Location(); err == nil {
+		return nil, fmt.Errorf("GET %s: %s, a redirect to host %q: not followed, so that the token goes to no other host: expected the slurmrestd URL to serve the shares itself", u, resp.Status, loc.Host)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		return nil, fmt.Errorf("GET %s: %s: %q", u, resp.Status, head)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRESTBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: reading the body: %w", u, err)
-	}
-	if int64(len(body)) > maxRESTBody {
-		return nil, fmt.Errorf("GET %s: body larger than %d bytes: expected a shares document below that", u, maxRESTBody)
-	}
-	out, err := parseJSON(body)
+	out, err := parseJSON(resp.Body, maxRESTBody)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", u, err)
 	}
@@ -66,24 +77,19 @@ func FetchREST(ctx context.Context, client *http.Client, baseURL, version, user,
 }
 
 // RunJSON runs `sshare --json -a -l -m` against the cluster of slurmConf
-// (SLURM_CONF) and parses its output with ParseJSON; ctx bounds it as it
-// bounds Run.
+// (SLURM_CONF) and parses its output with ParseJSON; ctx and the limits
+// bound it as they bound Run.
 func RunJSON(ctx context.Context, slurmConf string) (*Output, error) {
-	args := []string{"--json", "-a", "-l", "-m"}
-	var stdout []byte
-	if err := runSshare(ctx, slurmConf, func(r io.Reader) { stdout, _ = io.ReadAll(r) }, args...); err != nil {
+	var out *Output
+	var perr error
+	read := func(r io.Reader) error { out, perr = ParseJSON(r); return perr }
+	if err := runClient(ctx, slurmConf, MaxJSONBytes, read, "sshare", "--json", "-a", "-l", "-m"); err != nil {
 		// sshare --json may report slurmctld's refusal only in the
 		// document's errors list.
-		if ctx.Err() == nil {
-			if _, perr := parseJSON(stdout); errors.Is(perr, ErrSlurm) {
-				return nil, fmt.Errorf("%w; %v", err, perr)
-			}
+		if ctx.Err() == nil && errors.Is(perr, ErrSlurm) && !errors.Is(err, ErrSlurm) {
+			return nil, fmt.Errorf("%w; %v", err, perr)
 		}
 		return nil, err
-	}
-	out, err := parseJSON(stdout)
-	if err != nil {
-		return nil, fmt.Errorf("output of sshare %s: %w", strings.Join(args, " "), err)
 	}
 	return out, nil
 }

@@ -1,13 +1,15 @@
 package sshare
 
 import (
-	"bytes"
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -15,36 +17,41 @@ import (
 // Run runs `sshare -a -l -P -m` (-m: a Partition column, so that one
 // user's associations in several partitions can be told apart) against
 // the cluster of slurmConf (SLURM_CONF) and parses its output. ctx bounds
-// it; the process is killed and reaped when ctx ends.
+// it; the process is killed and reaped when ctx ends, or at once when its
+// output passes MaxBytes or MaxRows.
 func Run(ctx context.Context, slurmConf string) (*Output, error) {
-	args := []string{"-a", "-l", "-P", "-m"}
 	var out *Output
-	var perr error
 	// parsed as sshare prints it: at 100k associations the output is 14
 	// MB, which a buffer held (grown to twice that) beside the rows
-	if err := runSshare(ctx, slurmConf, func(r io.Reader) { out, perr = Parse(r, nil) }, args...); err != nil {
+	read := func(r io.Reader) (err error) { out, err = Parse(r, nil); return err }
+	if err := runClient(ctx, slurmConf, MaxBytes, read, "sshare", "-a", "-l", "-P", "-m"); err != nil {
 		return nil, err
-	}
-	if perr != nil {
-		return nil, fmt.Errorf("output of sshare %s: %w", strings.Join(args, " "), perr)
 	}
 	return out, nil
 }
 
-// runSshare runs sshare with args against the cluster of slurmConf and
-// gives read its standard output while it runs. What read leaves unread
-// is discarded, so that sshare's own exit status is what the error says:
-// it comes before what read made of the output. Wait ends the output,
-// also when ctx kills sshare (WaitDelay covers a child that keeps it
-// open).
-func runSshare(ctx context.Context, slurmConf string, read func(io.Reader), args ...string) error {
-	name := "sshare " + strings.Join(args, " ")
-	cmd := command(ctx, slurmConf, "sshare", args...)
-	var stderr bytes.Buffer
+// stderrTail is how much of a child's stderr its error quotes: the end,
+// where a Slurm client says why it failed.
+const stderrTail = 4 << 10
+
+// runClient runs a Slurm client against the cluster of slurmConf and gives
+// read its standard output while it runs. What read leaves unread is
+// discarded, so that the client's own exit status is what the error says:
+// it comes before read's error. Wait ends the output, also when ctx kills
+// the client (WaitDelay covers a child that keeps it open). More than
+// limit bytes on stdout or MaxBytes on stderr, or a read error wrapping
+// ErrTooLarge, kills the client at once: draining a flood until ctx ends
+// would take the whole timeout.
+func runClient(ctx context.Context, slurmConf string, limit int64, read func(io.Reader) error, name string, args ...string) error {
+	what := strings.Join(append([]string{name}, args...), " ")
+	cctx, kill := context.WithCancel(ctx)
+	defer kill()
+	cmd := command(cctx, slurmConf, name, args...)
+	stderr := &tail{left: MaxBytes, over: kill}
 	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, &stderr
+	cmd.Stdout, cmd.Stderr = pw, stderr
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	waited := make(chan error, 1)
 	go func() {
@@ -52,15 +59,75 @@ func runSshare(ctx context.Context, slurmConf string, read func(io.Reader), args
 		pw.Close()
 		waited <- err
 	}()
-	read(pr)
-	io.Copy(io.Discard, pr)
-	switch err := <-waited; {
-	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("%s: %w", name, ctx.Err())
+	stdout := limitBytes(pr, limit)
+	err := read(stdout)
+	if !errors.Is(err, ErrTooLarge) {
+		if _, derr := io.Copy(io.Discard, stdout); derr != nil {
+			err = derr
+		}
+	}
+	if errors.Is(err, ErrTooLarge) {
+		kill()
+		// unblocks the copy into pw, which Wait waits for
+		pr.CloseWithError(err)
+	}
+	werr := <-waited
+	switch {
+	case stderr.exceeded():
+		return fmt.Errorf("%s: stderr %w; killed", what, tooLarge(MaxBytes, "bytes"))
+	case err == stdout.err:
+		return fmt.Errorf("%s: output %w; killed", what, err)
+	case errors.Is(err, ErrTooLarge):
+		return fmt.Errorf("output of %s: %w; killed", what, err)
+	case werr != nil && ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	case werr != nil:
+		return fmt.Errorf("%s: %v: %s", what, werr, stderr)
 	case err != nil:
-		return fmt.Errorf("%s: %v: %s", name, err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("output of %s: %w", what, err)
 	}
 	return nil
+}
+
+// tail keeps the last stderrTail bytes written to it, and calls over once
+// more than left bytes were.
+type tail struct {
+	mu   sync.Mutex
+	b    []byte
+	cut  bool
+	left int64
+	over func()
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.left -= int64(len(p)); t.left < 0 && t.over != nil {
+		t.over()
+		t.over = nil
+	}
+	t.b = append(t.b, p...)
+	if drop := len(t.b) - stderrTail; drop > 0 {
+		t.b = t.b[:copy(t.b, t.b[drop:])]
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tail) exceeded() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.left < 0
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(strings.ToValidUTF8(string(t.b), ""))
+	if t.cut {
+		s = "..." + s
+	}
+	return s
 }
 
 // command runs a Slurm client against slurmConf in a process group of its
@@ -68,7 +135,7 @@ func runSshare(ctx context.Context, slurmConf string, read func(io.Reader), args
 // script around sshare would otherwise leave its children running.
 func command(ctx context.Context, slurmConf, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "SLURM_CONF="+slurmConf)
+	cmd.Env = clientEnv(os.Environ(), slurmConf)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// A child that escaped the group may still hold the pipes; without a
@@ -77,23 +144,51 @@ func command(ctx context.Context, slurmConf, name string, args ...string) *exec.
 	return cmd
 }
 
+// clientEnv is the environment of a Slurm client: SLURM_CONF, then of env
+// only PATH, HOME, LANG, LC_*, TZ and SLURM_* (the options Slurm clients
+// read from the environment, SLURM_JWT for auth/jwt among them). The rest
+// may hold the exporter's secrets, $SLURMDBD_EXPORTER_DSN first, and a
+// site's wrapper script could log or pass it on. MUNGE needs nothing: it
+// uses its default socket.
+func clientEnv(env []string, slurmConf string) []string {
+	kept := []string{"SLURM_CONF=" + slurmConf}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "SLURM_CONF":
+		case k == "PATH", k == "HOME", k == "LANG", k == "TZ", strings.HasPrefix(k, "LC_"), strings.HasPrefix(k, "SLURM_"):
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
 // BootTime asks slurmctld when it started (scontrol show config,
 // BOOT_TIME, local time): it keeps associations loaded at boot in the
 // database's order and appends later ones.
 func BootTime(ctx context.Context, slurmConf string) (time.Time, error) {
-	out, err := command(ctx, slurmConf, "scontrol", "show", "config").Output()
-	if err != nil {
-		return time.Time{}, fmt.Errorf("scontrol show config: %w", err)
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(l, "=")
-		if ok && strings.TrimSpace(k) == "BOOT_TIME" {
-			t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), time.Local)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("scontrol show config: BOOT_TIME %q: %w", strings.TrimSpace(v), err)
+	var boot time.Time
+	read := func(r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, maxLine)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), "=")
+			if ok && strings.TrimSpace(k) == "BOOT_TIME" {
+				t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), time.Local)
+				if err != nil {
+					return fmt.Errorf("BOOT_TIME %q: %w", strings.TrimSpace(v), err)
+				}
+				boot = t
+				return nil
 			}
-			return t, nil
 		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+		return errors.New("no BOOT_TIME")
 	}
-	return time.Time{}, fmt.Errorf("scontrol show config: no BOOT_TIME")
+	if err := runClient(ctx, slurmConf, MaxBytes, read, "scontrol", "show", "config"); err != nil {
+		return time.Time{}, err
+	}
+	return boot, nil
 }

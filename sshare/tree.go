@@ -60,3 +60,25 @@ func (o *Output) Associations() ([]fairshare.Association, error) {
 	}
 	return assocs, nil
 }
+
+// Unique returns an error naming the first association listed twice. An
+// account is listed once; so is a user's association in an account and a
+// partition, but without a Partition column (sshare without -m) the rows of
+// one user's associations in several partitions look alike, and only
+// account rows are checked.
+func (o *Output) Unique() error {
+	type key struct{ cluster, account, user, partition string }
+	seen := make(map[key]int)
+	partitions := o.Has(Partition)
+	for _, r := range o.Rows {
+		if r.User != "" && !partitions {
+			continue
+		}
+		k := key{r.Cluster, r.Account, r.User, r.Partition}
+		if first, ok := seen[k]; ok {
+			return fmt.Errorf("sshare line %d: account %q, user %q, partition %q again (first on line %d): expected each association once", r.Line, r.Account, r.User, r.Partition, first)
+		}
+		seen[k] = r.Line
+	}
+	return nil
+}
