@@ -16,8 +16,10 @@ type checkCmd struct {
 	SshareFile string  `name:"sshare-file" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode."`
 	Algorithm  string  `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64 `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
-	Tolerance  float64 `default:"1e-6" help:"Absolute drift allowed on top of what the inputs' precision explains (sshare prints 6 decimals)."`
-	Output     string  `default:"table" enum:"table,json" help:"Output format: table or json."`
+	// serve's default is 1e-4 (docs/serve.md): a report there is compared
+	// with the database while slurmctld's passes go on
+	Tolerance float64 `name:"drift.formula-tolerance" aliases:"tolerance" default:"1e-6" help:"Formula drift allowed on top of what the inputs' precision explains (absolute; sshare prints 6 decimals)."`
+	Output    string  `default:"table" enum:"table,json" help:"Output format: table or json."`
 
 	database
 }
@@ -27,7 +29,7 @@ func (c *checkCmd) Validate() error {
 		return fmt.Errorf("--dampening-factor %v: expected a number >= 1 (FairShareDampeningFactor)", c.Dampening)
 	}
 	if !(c.Tolerance >= 0) {
-		return fmt.Errorf("--tolerance %v: expected a number >= 0", c.Tolerance)
+		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", c.Tolerance)
 	}
 	if c.SshareFile == "" && !c.database.enabled() {
 		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")

@@ -78,6 +78,9 @@ func loadConfigFile(path string, app *kong.Application, active []*kong.Flag) (*c
 	kong.Visit(app, func(n kong.Visitable, next kong.Next) error {
 		if f, ok := n.(*kong.Flag); ok {
 			known[f.Name] = true
+			for _, a := range f.Aliases {
+				known[a] = true
+			}
 		}
 		return next(nil)
 	})
@@ -100,12 +103,17 @@ func loadConfigFile(path string, app *kong.Application, active []*kong.Flag) (*c
 // '_' for '-', and files written for it keep working.
 func configName(key string) string { return strings.ReplaceAll(key, "_", "-") }
 
+// lookup finds f's value by its name, then by an earlier release's
+// name (its aliases), each also spelled with '_' for '-'.
 func (r *configResolver) lookup(f *kong.Flag) (any, bool) {
-	if v, ok := r.values[f.Name]; ok {
-		return v, true
+	for _, name := range append([]string{f.Name}, f.Aliases...) {
+		for _, key := range []string{name, strings.ReplaceAll(name, "-", "_")} {
+			if v, ok := r.values[key]; ok {
+				return v, true
+			}
+		}
 	}
-	v, ok := r.values[strings.ReplaceAll(f.Name, "-", "_")]
-	return v, ok
+	return nil, false
 }
 
 // checkValue decodes v as f would, into a scratch value, so that a bad

@@ -173,3 +173,26 @@ func TestConfigFileErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestOldFlagNames: the names check used before the flags were shared
+// still work, on the command line and in a file, for one more release
+// (docs/configuration.md).
+func TestOldFlagNames(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(conf, []byte(`{"factor-tolerance": 0.03}`), 0o600)
+	var c cli
+	p, err := newParser(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Parse([]string{"check", "--sshare-file", conf, "--config.file", conf,
+		"--sshare-timeout", "7s", "--usage-tolerance", "0.02", "--tolerance", "0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Check
+	if ch.ReportedTimeout != 7*time.Second || ch.UsageTolerance != 0.02 || ch.FactorTolerance != 0.03 || ch.Tolerance != 0.5 {
+		t.Errorf("reported.timeout %v, drift.usage-tolerance %v, drift.factor-tolerance %v, drift.formula-tolerance %v: want 7s, 0.02, 0.03 (file), 0.5",
+			ch.ReportedTimeout, ch.UsageTolerance, ch.FactorTolerance, ch.Tolerance)
+	}
+}

@@ -21,17 +21,24 @@ import (
 )
 
 type explainCmd struct {
-	User      string        `help:"User to explain (or --job)."`
-	Job       uint32        `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
-	Account   string        `help:"Only the user's association under this account (default: all of them)."`
-	Cluster   string        `help:"Cluster (default: slurm.conf's ClusterName)."`
-	At        string        `help:"Explain the factor as of this moment: unix seconds or RFC 3339 (default: now)."`
-	Output    string        `default:"table" enum:"table,json" help:"Output format: table or json."`
-	Reported  string        `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
-	Timeout   time.Duration `name:"reported.timeout" default:"30s" help:"Limit for running sshare."`
-	SlurmConf string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings."`
-	StateDir  string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation, for the phase of the decay passes (default: from slurm.conf)."`
+	User     string `help:"User to explain (or --job)."`
+	Job      uint32 `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
+	Account  string `help:"Only the user's association under this account (default: all of them)."`
+	Cluster  string `help:"Cluster (default: slurm.conf's ClusterName)."`
+	Output   string `default:"table" enum:"table,json" help:"Output format: table or json."`
+	Reported string `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
+	atFlag
+	reportedTimeout
+	slurmFlags
 	dsnFlag
+	mauiFlags
+}
+
+func (c *explainCmd) Validate() error {
+	if err := c.reportedTimeout.validate(); err != nil {
+		return err
+	}
+	return c.mauiFlags.validate()
 }
 
 // Level is one association on the path from root to the user.
@@ -67,28 +74,17 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	conf, err := loadSlurmConf(c.SlurmConf)
-	if err != nil {
-		return err
-	}
-	dsn, err := c.required(env.log)
+	set, err := setup(env.log, &c.dsnFlag, &c.slurmFlags)
 	if err != nil {
 		return err
 	}
 	if (c.User == "") == (c.Job == 0) {
 		return fmt.Errorf("explain: expected --user or --job, one of them")
 	}
-	name := c.Cluster
-	if name == "" {
-		name = conf.ClusterName
-	}
-	stateDir := c.StateDir
-	if stateDir == "" {
-		stateDir = conf.StateSaveLocation
-	}
+	conf, name := set.conf, set.cluster(c.Cluster)
 	var out *sshare.Output
 	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName {
-		sctx, cancel := context.WithTimeout(ctx, c.Timeout)
+		sctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
 		out, err = sshare.Run(sctx, c.SlurmConf)
 		cancel()
 		if err != nil {
@@ -96,9 +92,19 @@ func (c *explainCmd) Run(env *runEnv) error {
 			out = nil
 		}
 	}
-	e := &refresh.Exporter{DSN: dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
-		Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, MauiInterval: 12 * time.Hour, WhatIf: true}
-	cl, err := e.Once(ctx, name, at, out)
+	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
+		Maui: c.config(), MauiInterval: c.MauiInterval, WhatIf: true}
+	if out != nil {
+		e.BootTime = c.bootTime(c.SlurmConf)
+	}
+	in, err := e.Once(ctx, name, at)
+	if err != nil {
+		return err
+	}
+	if out != nil {
+		in.Report = &refresh.Report{Out: out, At: at}
+	}
+	cl, err := refresh.Build(in)
 	if err != nil {
 		return err
 	}

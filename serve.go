@@ -20,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -46,15 +45,16 @@ type serveCmd struct {
 	WebConfig     string   `name:"web.config.file" type:"existingfile" help:"exporter-toolkit web configuration file: TLS and basic authentication (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md)."`
 
 	dsnFlag
+	slurmFlags
+	reportedTimeout
+	driftFlags
+	mauiFlags
 	Cluster         []string      `help:"Cluster to export (repeatable; default: every cluster in cluster_table)."`
-	SlurmConf       string        `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf, for the priority settings and the cluster whose reports are compared (ClusterName)."`
-	StateDir        string        `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf)."`
 	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
 	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history ('': none)."`
 
 	ReportedSource   string        `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none."`
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
-	ReportedTimeout  time.Duration `name:"reported.timeout" default:"30s" help:"Limit for one read of what Slurm reports; sshare is killed when it passes."`
 	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
 	RestURL          string        `name:"slurmrestd.url" default:"http://localhost:6820" help:"slurmrestd base URL."`
 	RestVersion      string        `name:"slurmrestd.api-version" default:"v0.0.41" help:"slurmrestd API version of the shares endpoint (v0.0.40 and later)."`
@@ -62,12 +62,6 @@ type serveCmd struct {
 	RestTokenFile    string        `name:"slurmrestd.token-file" type:"path" help:"File holding the JWT sent as X-SLURM-USER-TOKEN, read at every request."`
 
 	FormulaTolerance float64 `name:"drift.formula-tolerance" default:"1e-4" help:"Formula drift allowed on top of print precision (absolute)."`
-	UsageTolerance   float64 `name:"drift.usage-tolerance" default:"0.005" help:"Usage drift allowed between the database's RawUsage and Slurm's (relative; 0.005 is 0.5%)."`
-	FactorTolerance  float64 `name:"drift.factor-tolerance" default:"0.01" help:"Effect of usage drift on the factor allowed (absolute)."`
-
-	MauiInterval time.Duration `name:"maui.fsinterval" default:"12h" help:"Maui what-if view: FSINTERVAL, the length of a window (0 turns the view off)."`
-	MauiDepth    int           `name:"maui.fsdepth" default:"8" help:"Maui what-if view: FSDEPTH, the number of windows."`
-	MauiDecay    float64       `name:"maui.fsdecay" default:"1.0" help:"Maui what-if view: FSDECAY, the weight ratio of successive windows (1: none)."`
 
 	Users           bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
 	AccountInclude  string `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
@@ -91,17 +85,17 @@ func (s *serveCmd) Validate() error {
 	if s.ReportedInterval < 0 || s.ReportedStale < 1 {
 		return fmt.Errorf("--reported.interval %v, --reported.stale-intervals %d: expected a duration >= 0 and a count >= 1", s.ReportedInterval, s.ReportedStale)
 	}
-	if !(s.FormulaTolerance >= 0 && s.UsageTolerance >= 0 && s.FactorTolerance >= 0) {
-		return errors.New("--drift.*-tolerance: expected numbers >= 0")
+	if !(s.FormulaTolerance >= 0) {
+		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", s.FormulaTolerance)
+	}
+	if err := s.driftFlags.validate(); err != nil {
+		return err
 	}
 	if s.MaxAssociations < 0 {
 		return fmt.Errorf("--collector.max-associations %d: expected a count >= 0 (0: no limit)", s.MaxAssociations)
 	}
 	if s.DemoAssociations < 2 || s.DemoAssociations > 1_000_000 {
 		return fmt.Errorf("--demo.associations %d: expected 2 to 1000000", s.DemoAssociations)
-	}
-	if s.MauiInterval < 0 {
-		return fmt.Errorf("--maui.fsinterval %v: expected a duration >= 0", s.MauiInterval)
 	}
 	if s.WebConfig != "" {
 		if err := web.Validate(s.WebConfig); err != nil {
@@ -119,11 +113,7 @@ func (s *serveCmd) Validate() error {
 	if s.ReportedSource == "slurmrestd" && s.RestTokenFile == "" && !s.Demo {
 		return errors.New("--reported.source slurmrestd: expected --slurmrestd.token-file")
 	}
-	return s.maui().Validate()
-}
-
-func (s *serveCmd) maui() fairshare.MauiConfig {
-	return fairshare.MauiConfig{Depth: s.MauiDepth, Decay: s.MauiDecay}
+	return s.mauiFlags.validate()
 }
 
 func (s *serveCmd) filter() (collector.Filter, error) {
@@ -227,14 +217,11 @@ func ignoreHangup(ctx context.Context, log zerolog.Logger) {
 // database may be down at startup: the exporter then serves up 0 until it
 // answers; a cluster it names that is not in cluster_table is an error.
 func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collector.Collector, filter collector.Filter) (*refresh.Exporter, error) {
-	conf, err := loadSlurmConf(s.SlurmConf)
+	set, err := setup(log, &s.dsnFlag, &s.slurmFlags)
 	if err != nil {
 		return nil, err
 	}
-	dsn, err := s.required(log)
-	if err != nil {
-		return nil, err
-	}
+	conf, dsn := set.conf, set.dsn
 	if err := slurmdbd.CheckDSN(dsn); err != nil {
 		return nil, err
 	}
@@ -249,19 +236,15 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		}
 		db.Close()
 	}
-	stateDir := s.StateDir
-	if stateDir == "" {
-		stateDir = conf.StateSaveLocation
-	}
 	interval := s.ReportedInterval
 	if interval == 0 {
 		interval = conf.PriorityCalcPeriod
 	}
 	e := &refresh.Exporter{
-		DSN: dsn, Clusters: s.Cluster, Conf: conf, LoadConf: func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }, StateDir: stateDir, Interval: s.RefreshInterval, QueryTimeout: s.DBTimeout,
+		DSN: dsn, Clusters: s.Cluster, Conf: conf, LoadConf: func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }, StateDir: set.stateDir, Interval: s.RefreshInterval, QueryTimeout: s.DBTimeout,
 		ReportedInterval: interval, ReportedTimeout: s.ReportedTimeout, StaleAfter: time.Duration(s.ReportedStale) * interval,
 		Tolerance:    refresh.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},
-		Maui:         s.maui(),
+		Maui:         s.config(),
 		MauiInterval: s.MauiInterval,
 		WhatIf:       s.Extended,
 		AllTRES:      s.Extended,

@@ -86,6 +86,10 @@ type Inputs struct {
 	// in slurmctld's order when TieOrderKnown.
 	Tree          *fairshare.Tree
 	TieOrderKnown bool
+	// PhaseKnown: the moment of slurmctld's decay passes was read from
+	// its state (priority_last_decay_ran); otherwise usage may be off by
+	// up to one PriorityCalcPeriod of charge.
+	PhaseKnown bool
 	// TRES is decayed usage per TRES name; Uncharged, Pending (has pending
 	// jobs) and MauiUsage (windowed usage fraction) may be nil.
 	TRES      map[string][]float64

@@ -406,6 +406,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 	}
 	var problems []string
 	passes, since, err := Decay(conf, stateDir)
+	phaseKnown := err == nil
 	if err != nil && stateDir != "" {
 		problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
 	}
@@ -429,6 +430,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		Settings:      settings(conf),
 		Tree:          tree,
 		TieOrderKnown: local && !e.boot.IsZero(),
+		PhaseKnown:    phaseKnown,
 		TRES:          map[string][]float64{},
 		Maui:          e.Maui,
 		Computed:      at,
@@ -580,24 +582,29 @@ func settings(conf *slurmconf.Config) Settings {
 	}
 }
 
-// Once computes one cluster at at, as a refresh would, and compares it
-// with out (may be nil) taken at the same moment: the explain command's
-// one-shot path. It opens the database and closes it again.
-func (e *Exporter) Once(ctx context.Context, name string, at time.Time, out *sshare.Output) (collector.Cluster, error) {
+// Once reads one cluster at at as a refresh does, from nothing saved:
+// the one-shot path of check and explain (Build makes the rest of it). It
+// asks BootTime, if set, for slurmctld's boot, opens the database and
+// closes it again.
+func (e *Exporter) Once(ctx context.Context, name string, at time.Time) (*Inputs, error) {
 	e.Log = e.Log.Level(max(e.Log.GetLevel(), zerolog.WarnLevel))
 	defer e.closeDB()
+	if e.BootTime != nil && name == e.Conf.ClusterName {
+		boot, err := e.BootTime(ctx)
+		if err != nil {
+			e.Log.Warn().Err(err).Msg("slurmctld boot time unknown: tied Fair Tree siblings may rank in another order")
+		}
+		e.boot = boot
+	}
 	var ref slurmdbd.Refresher
 	in, err := e.read(ctx, name, &ref, at)
 	if err != nil {
-		return collector.Cluster{}, err
+		return nil, err
 	}
 	if err := e.extras(ctx, ref.Cluster, &clusterState{}, in); err != nil {
 		e.Log.Warn().Err(err).Msg("pending jobs or Maui windows")
 	}
-	if out != nil {
-		in.Report = &Report{Out: out, At: at}
-	}
-	return Build(in)
+	return in, nil
 }
 
 // publish builds every cluster from its last good computation and the
