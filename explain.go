@@ -13,10 +13,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -131,8 +131,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // explain finds the user's associations and their paths from root.
-func explain(cl collector.Cluster, at time.Time, user, account string) ([]Explanation, error) {
-	accounts := map[string]*collector.Association{}
+func explain(cl result.Cluster, at time.Time, user, account string) ([]Explanation, error) {
+	accounts := map[string]*result.Association{}
 	users := 0
 	for i := range cl.Assocs {
 		a := &cl.Assocs[i]
@@ -148,9 +148,9 @@ func explain(cl collector.Cluster, at time.Time, user, account string) ([]Explan
 		if a.User != user || (account != "" && a.Account != account) {
 			continue
 		}
-		path := []*collector.Association{a}
+		path := []*result.Association{a}
 		for p := accounts[a.Account]; p != nil; p = accounts[p.Parent] {
-			path = append([]*collector.Association{p}, path...)
+			path = append([]*result.Association{p}, path...)
 			if p.Parent == "" || len(path) > 64 {
 				break
 			}
@@ -187,7 +187,7 @@ func explain(cl collector.Cluster, at time.Time, user, account string) ([]Explan
 // one that holds the factor down. Under Fair Tree that is the lowest
 // LevelFS (usage over shares among siblings); classic compares effective
 // usage with normalized shares of the whole cluster.
-func reason(cl collector.Cluster, path []*collector.Association) string {
+func reason(cl result.Cluster, path []*result.Association) string {
 	worst, ratio := -1, 0.0
 	for i, p := range path[1:] {
 		var r float64

@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 )
 
@@ -43,7 +43,7 @@ type JobExplanation struct {
 }
 
 // explainJob explains job c.Job as of at: one explanation per partition.
-func (c *explainCmd) explainJob(env *runEnv, cl collector.Cluster, conf *slurmconf.Config, at time.Time) error {
+func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.Config, at time.Time) error {
 	if conf.PriorityType != "priority/multifactor" {
 		return fmt.Errorf("job %d: slurm.conf's PriorityType is %s: only priority/multifactor weighs factors", c.Job, conf.PriorityType)
 	}
@@ -57,8 +57,7 @@ func (c *explainCmd) explainJob(env *runEnv, cl collector.Cluster, conf *slurmco
 			continue
 		}
 		x := jobExplanation(cl, conf, j, at)
-		if j.Assoc >= 0 {
-			a := cl.Assocs[j.Assoc]
+		if a := cl.Association(j.AssocID); a != nil {
 			if exps, err := explain(cl, at, a.User, a.Account); err == nil {
 				for k := range exps {
 					if exps[k].Path[len(exps[k].Path)-1].Partition == a.Partition {
@@ -81,7 +80,7 @@ func (c *explainCmd) explainJob(env *runEnv, cl collector.Cluster, conf *slurmco
 	return nil
 }
 
-func jobExplanation(cl collector.Cluster, conf *slurmconf.Config, j *collector.Job, at time.Time) JobExplanation {
+func jobExplanation(cl result.Cluster, conf *slurmconf.Config, j *result.Job, at time.Time) JobExplanation {
 	x := JobExplanation{Cluster: cl.Name, At: at, Job: j.ID, ArrayTask: j.ArrayTask, Partition: j.Partition, Account: j.Account, User: j.User,
 		QOS: j.QOS, Priority: drift.Num(j.Priority)}
 	if j.Dominant >= 0 {
@@ -107,7 +106,7 @@ func jobExplanation(cl collector.Cluster, conf *slurmconf.Config, j *collector.J
 	if math.IsNaN(j.Normalized[priority.TRES]) {
 		x.Unknown = append(x.Unknown, fmt.Sprintf("tres: partition %s does not hold every node of slurm.conf: its TRES totals are not in the database", j.Partition))
 	}
-	if j.Assoc < 0 {
+	if cl.Association(j.AssocID) == nil {
 		x.Unknown = append(x.Unknown, "fairshare: the job's association is not in the database's tree")
 	}
 	return x

@@ -24,6 +24,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // gcPercent is serve's garbage collection target unless GOGC sets one.
@@ -138,10 +140,9 @@ func (s *serveCmd) Run(env *runEnv) error {
 		return err
 	}
 	col := collector.New()
-	col.Extended = s.Extended
+	col.Extended, col.Filter = s.Extended, filter
 	if s.Demo {
 		snap := refresh.Demo(time.Now(), s.DemoAssociations)
-		snap.Clusters[0].Assocs, snap.Clusters[0].Dropped = filter.Apply(snap.Clusters[0].Assocs)
 		if err := col.Publish(snap); err != nil {
 			return err
 		}
@@ -151,9 +152,9 @@ func (s *serveCmd) Run(env *runEnv) error {
 	// Listen at once: the startup checks wait for the database up to
 	// --db.timeout, and meanwhile /-/healthy answers and /metrics says
 	// the sources are down.
-	down := &collector.Snapshot{Sources: map[string]collector.Source{"db": {}}, Published: time.Now()}
+	down := &result.Snapshot{Sources: map[string]result.Source{"db": {}}, Published: time.Now()}
 	if s.ReportedSource != "none" {
-		down.Sources["reported"] = collector.Source{}
+		down.Sources["reported"] = result.Source{}
 	}
 	if err := col.Publish(down); err != nil {
 		return err
@@ -249,7 +250,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		WhatIf:       s.Extended,
 		AllTRES:      s.Extended,
 		StoragePath:  s.StoragePath,
-		Filter:       filter, Collector: col, Log: log,
+		Collector:    col, Log: log,
 	}
 	switch s.ReportedSource {
 	case "sshare":

@@ -14,11 +14,12 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // bigSnapshot is a Fair Tree cluster of n associations with usage in four
 // TRES, what-if views and a fresh report: every metric family filled.
-func bigSnapshot(b *testing.B, n int) *collector.Snapshot {
+func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 	tree := fairshare.Synthetic(n, 5, 11)
 	now := time.Now()
 	in := &refresh.Inputs{Name: "big", Settings: refresh.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
@@ -37,8 +38,8 @@ func bigSnapshot(b *testing.B, n int) *collector.Snapshot {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &collector.Snapshot{Clusters: []collector.Cluster{cl}, Published: now,
-		Sources: map[string]collector.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}}}
+	return &result.Snapshot{Clusters: []result.Cluster{cl}, Published: now,
+		Sources: map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}}}
 }
 
 // BenchmarkScrape10k serves /metrics over HTTP, gzip as Prometheus asks,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // Namespace prefixes every metric: Slurm values computed from slurmdbd
@@ -116,8 +118,11 @@ type Collector struct {
 	// Extended adds the per-association series left out by default (see
 	// collectClusterAssocs); set it before the first Publish.
 	Extended bool
+	// Filter is the series budget (the --collector.* flags), applied to
+	// every snapshot published; set it before the first Publish.
+	Filter Filter
 
-	snap atomic.Pointer[Snapshot]
+	snap atomic.Pointer[result.Snapshot]
 	enc  atomic.Pointer[encoded]
 	own  own
 	now  func() time.Time
@@ -127,7 +132,7 @@ type Collector struct {
 func New() *Collector { return &Collector{now: time.Now} }
 
 // Current is the published snapshot (nil before the first).
-func (c *Collector) Current() *Snapshot { return c.snap.Load() }
+func (c *Collector) Current() *result.Snapshot { return c.snap.Load() }
 
 // Describe sends every descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
@@ -178,7 +183,7 @@ func validUTF8(labels []string) []string {
 
 // collectAssociations sends the per-association series: nearly all of
 // them, and unchanged between decay passes.
-func collectAssociations(s *Snapshot, extended bool, out sink) {
+func collectAssociations(s *result.Snapshot, extended bool, out sink) {
 	gauge := out.gauges()
 	for i := range s.Clusters {
 		collectClusterAssocs(&s.Clusters[i], extended, gauge)
@@ -186,7 +191,7 @@ func collectAssociations(s *Snapshot, extended bool, out sink) {
 }
 
 // collectStatic sends the rest of what depends on the snapshot only.
-func collectStatic(s *Snapshot, out sink) {
+func collectStatic(s *result.Snapshot, out sink) {
 	gauge := out.gauges()
 	for i := range s.Clusters {
 		collectCluster(&s.Clusters[i], gauge)
@@ -207,7 +212,7 @@ func collectStatic(s *Snapshot, out sink) {
 }
 
 // collectLive sends what changes with the time of the scrape.
-func collectLive(s *Snapshot, now time.Time, out sink) {
+func collectLive(s *result.Snapshot, now time.Time, out sink) {
 	gauge := out.gauges()
 	for name, src := range s.Sources {
 		age := math.Inf(1)
@@ -235,7 +240,7 @@ func b2f(b bool) float64 {
 // reported factor and usage: some 800k series at 100k associations. extended adds per-TRES usage,
 // normalized usage, uncharged usage, the other algorithm's values and the
 // what-if factors (ticket_based, maui): 17 and more per association.
-func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
+func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 	fairTree := cl.Algorithm == fairshare.AlgorithmFairTree
 	// one label buffer for every sample: the sinks keep no label slice,
 	// and a slice per sample was most of a publish's garbage at 100k
@@ -291,7 +296,7 @@ func collectClusterAssocs(cl *Cluster, extended bool, gauge gaugeFunc) {
 }
 
 // collectCluster sends a cluster's own series: drift, settings, times.
-func collectCluster(cl *Cluster, gauge gaugeFunc) {
+func collectCluster(cl *result.Cluster, gauge gaugeFunc) {
 	for _, d := range cl.Drift {
 		gauge(descDriftMax, d.Max, cl.Name, d.Kind, d.Value)
 		gauge(descBeyond, float64(d.Beyond), cl.Name, d.Kind, d.Value)

@@ -21,6 +21,8 @@ import (
 	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/metrics.md")
@@ -201,7 +203,7 @@ func TestSeriesBudget(t *testing.T) {
 
 // publishedText publishes snap and reads /metrics back as plain text,
 // without the exporter's own live gauges.
-func publishedText(t *testing.T, snap *Snapshot, extended bool) (*Collector, string) {
+func publishedText(t *testing.T, snap *result.Snapshot, extended bool) (*Collector, string) {
 	t.Helper()
 	c := New()
 	c.Extended = extended

@@ -7,13 +7,15 @@ import (
 	"slices"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 var digestSeed = maphash.MakeSeed()
 
 // assocDigest hashes what the association series of s are rendered from:
 // equal digests, equal series.
-func assocDigest(s *Snapshot, extended bool) uint64 {
+func assocDigest(s *result.Snapshot, extended bool) uint64 {
 	var h maphash.Hash
 	h.SetSeed(digestSeed)
 	// values are gathered and hashed 4 KB at a time: a Write per value
@@ -80,7 +82,7 @@ func assocDigest(s *Snapshot, extended bool) uint64 {
 // not change, and the exporter publishes an unchanged tree's associations
 // again), cluster names, algorithms and TRES names. Hashing was most of
 // the publish stage of a steady refresh.
-func sameAssocs(a, b *Snapshot) bool {
+func sameAssocs(a, b *result.Snapshot) bool {
 	if a == nil || len(a.Clusters) != len(b.Clusters) {
 		return false
 	}

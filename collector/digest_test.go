@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestPublishKeepsUnchangedAssociations: a snapshot whose association
@@ -13,14 +15,14 @@ import (
 // passes) keeps the last rendering; any value that differs, NaN and a
 // TRES included, renders again.
 func TestPublishKeepsUnchangedAssociations(t *testing.T) {
-	snap := func(mutate func(*Association)) *Snapshot {
-		a := Association{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10, TRES: []float64{1, 2},
+	snap := func(mutate func(*result.Association)) *result.Snapshot {
+		a := result.Association{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10, TRES: []float64{1, 2},
 			Classic: fairshare.Values{NormShares: 1, FairShare: 0.5, NormUsage: math.NaN()}, TicketBased: math.NaN(), Maui: math.NaN(),
 			ReportedFactor: math.NaN(), ReportedUsage: math.NaN(), Uncharged: math.NaN()}
 		if mutate != nil {
 			mutate(&a)
 		}
-		return &Snapshot{Published: time.Now(), Clusters: []Cluster{{Name: "c", Algorithm: fairshare.AlgorithmClassic, Assocs: []Association{a}, TRESNames: []string{"cpu", "mem"}, Computed: time.Now()}}}
+		return &result.Snapshot{Published: time.Now(), Clusters: []result.Cluster{{Name: "c", Algorithm: fairshare.AlgorithmClassic, Assocs: []result.Association{a}, TRESNames: []string{"cpu", "mem"}, Computed: time.Now()}}}
 	}
 	c := New()
 	c.Extended = true
@@ -30,12 +32,12 @@ func TestPublishKeepsUnchangedAssociations(t *testing.T) {
 	if again := c.enc.Load(); &again.assocs[0] != &first.assocs[0] {
 		t.Errorf("unchanged associations rendered again")
 	}
-	for name, m := range map[string]func(*Association){
-		"usage":         func(a *Association) { a.RawUsage = 11 },
-		"NaN to number": func(a *Association) { a.ReportedFactor = 0.3 },
-		"TRES":          func(a *Association) { a.TRES = []float64{1, 3} },
-		"rank":          func(a *Association) { a.FairTree.Rank = 2 },
-		"parent":        func(a *Association) { a.Parent = "b" },
+	for name, m := range map[string]func(*result.Association){
+		"usage":         func(a *result.Association) { a.RawUsage = 11 },
+		"NaN to number": func(a *result.Association) { a.ReportedFactor = 0.3 },
+		"TRES":          func(a *result.Association) { a.TRES = []float64{1, 3} },
+		"rank":          func(a *result.Association) { a.FairTree.Rank = 2 },
+		"parent":        func(a *result.Association) { a.Parent = "b" },
 	} {
 		c.Publish(snap(nil))
 		before := c.enc.Load()
@@ -51,9 +53,9 @@ func TestPublishKeepsUnchangedAssociations(t *testing.T) {
 // Publish does not allow, shows it), unless what else names the series
 // changed.
 func TestPublishSharedAssociations(t *testing.T) {
-	assocs := []Association{{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10}}
-	snap := func(name string) *Snapshot {
-		return &Snapshot{Published: time.Now(), Clusters: []Cluster{{Name: name, Algorithm: fairshare.AlgorithmClassic, Assocs: assocs}}}
+	assocs := []result.Association{{Account: "a", User: "u", Parent: "a", Shares: 1, RawUsage: 10}}
+	snap := func(name string) *result.Snapshot {
+		return &result.Snapshot{Published: time.Now(), Clusters: []result.Cluster{{Name: name, Algorithm: fairshare.AlgorithmClassic, Assocs: assocs}}}
 	}
 	c := New()
 	c.Publish(snap("c"))

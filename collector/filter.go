@@ -3,6 +3,8 @@ package collector
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // Filter holds the cardinality controls: every association is at least a
@@ -34,11 +36,11 @@ func CompileAnchored(flag, expr string) (*regexp.Regexp, error) {
 // Apply returns the associations to export, in their order, and how many
 // were dropped by MaxAssociations (not counting what the other controls
 // leave out on purpose).
-func (f Filter) Apply(as []Association) (kept []Association, dropped int) {
+func (f Filter) Apply(as []result.Association) (kept []result.Association, dropped int) {
 	if !f.NoUsers && f.Include == nil && f.Exclude == nil && (f.MaxAssociations <= 0 || len(as) <= f.MaxAssociations) {
 		return as, 0 // the usual case: copying 100k associations was a fifth of a steady refresh's CPU
 	}
-	kept = make([]Association, 0, len(as))
+	kept = make([]result.Association, 0, len(as))
 	users := 0
 	for _, a := range as {
 		isRoot := a.Parent == "" && a.User == ""

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // encoded is a snapshot's exposition, rendered when it is published and
@@ -27,9 +29,14 @@ type encoded struct {
 	assocs, other []byte // gzip members
 }
 
-// Publish makes s what scrapes serve and renders its exposition. s must
-// not change afterwards.
-func (c *Collector) Publish(s *Snapshot) error {
+// Publish makes s what scrapes serve and renders its exposition, with each
+// cluster's associations cut to the series budget (Filter: Assocs and
+// Dropped are set on s). s must not change afterwards.
+func (c *Collector) Publish(s *result.Snapshot) error {
+	for i := range s.Clusters {
+		cl := &s.Clusters[i]
+		cl.Assocs, cl.Dropped = c.Filter.Apply(cl.Assocs)
+	}
 	prev := c.enc.Load()
 	if prev == nil {
 		prev = &encoded{}

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -41,7 +41,7 @@ var DefaultTolerance = Tolerance{Formula: 1e-4, Usage: 0.005, Factor: 0.01}
 type Settings struct {
 	Algorithm fairshare.Algorithm
 	Dampening float64
-	Config    collector.Config
+	Config    result.Config
 }
 
 // Report is what Slurm reported, and when.
@@ -116,8 +116,8 @@ type Inputs struct {
 }
 
 // Build computes a cluster's published values.
-func Build(in *Inputs) (collector.Cluster, error) {
-	cl := collector.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed}
+func Build(in *Inputs) (result.Cluster, error) {
+	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed}
 	var rc *reportComparison
 	if in.Report != nil {
 		var err error
@@ -158,7 +158,7 @@ type BuildMemo struct {
 	maui      fairshare.MauiConfig
 	rc        *reportComparison
 
-	assocs    []collector.Association
+	assocs    []result.Association
 	tresNames []string
 }
 
@@ -177,13 +177,13 @@ func (m *BuildMemo) keep(in *Inputs, rc *reportComparison) {
 }
 
 // buildAssocs computes every association's published values.
-func buildAssocs(in *Inputs, rc *reportComparison) (assocs []collector.Association, tresNames []string) {
+func buildAssocs(in *Inputs, rc *reportComparison) (assocs []result.Association, tresNames []string) {
 	s := in.Settings
 	t := in.Tree
 	classic := t.Classic(fairshare.ClassicOptions{Dampening: s.Dampening})
 	ft := t.FairTree()
 	n := t.Len()
-	assocs = make([]collector.Association, n)
+	assocs = make([]result.Association, n)
 	// one backing array for every association's TRES: a map each was 40%
 	// of Build at 11k associations
 	tresNames = slices.Sorted(maps.Keys(in.TRES))
@@ -196,6 +196,9 @@ func buildAssocs(in *Inputs, rc *reportComparison) (assocs []collector.Associati
 		a := t.Association(i)
 		o := &assocs[i]
 		o.Account, o.User, o.Partition, o.Shares, o.RawUsage = a.Account, a.User, a.Partition, a.Shares, a.RawUsage
+		if in.assocIDs != nil {
+			o.ID = in.assocIDs[i]
+		}
 		if a.Parent >= 0 {
 			o.Parent = t.Association(a.Parent).Account
 		}
@@ -229,7 +232,7 @@ func buildAssocs(in *Inputs, rc *reportComparison) (assocs []collector.Associati
 
 // reportComparison is what a report adds to a cluster.
 type reportComparison struct {
-	drift   []collector.Drift
+	drift   []result.Drift
 	applied fairshare.Algorithm
 	byKey   map[drift.Key]*sshare.Row
 }
@@ -294,7 +297,7 @@ func compareReport(in *Inputs) (*reportComparison, error) {
 	m := formula.MaxDrift
 	for k, v := range []drift.Num{m.NormShares, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
 		name := []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs"}[k]
-		rc.drift = append(rc.drift, collector.Drift{Kind: collector.DriftFormula, Value: name, Max: math.Abs(float64(v)), Beyond: formula.Beyond[name]})
+		rc.drift = append(rc.drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Beyond: formula.Beyond[name]})
 	}
 	if s.Algorithm == fairshare.AlgorithmFairTree {
 		rc.drift = append(rc.drift, formulaRanks(out, rt, replay, rc.byKey))
@@ -342,8 +345,8 @@ func absDiff(a, b float64) float64 {
 
 // formulaRanks compares Fair Tree ranks (FairShare × user associations:
 // one swap moves FairShare by only 1/N) with the replay's rank range.
-func formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay []fairshare.Values, reported map[drift.Key]*sshare.Row) collector.Drift {
-	d := collector.Drift{Kind: collector.DriftFormula, Value: "rank"}
+func formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay []fairshare.Values, reported map[drift.Key]*sshare.Row) result.Drift {
+	d := result.Drift{Kind: result.DriftFormula, Value: "rank"}
 	users := float64(rt.Users())
 	for i := range replay {
 		a := rt.Association(i)
@@ -369,12 +372,12 @@ func rankOutside(rank float64, v fairshare.Values) float64 {
 // usageDrift compares the database's tree with the one Slurm reported:
 // usage (relative), shares, which associations exist, and what the usage
 // difference does to the factor and, under Fair Tree, the rank.
-func usageDrift(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, alg fairshare.Algorithm, tieOrderKnown bool, tol Tolerance) []collector.Drift {
-	usage := collector.Drift{Kind: collector.DriftUsage, Value: "raw_usage"}
-	shares := collector.Drift{Kind: collector.DriftUsage, Value: "shares"}
-	factor := collector.Drift{Kind: collector.DriftUsage, Value: "fairshare"}
-	rank := collector.Drift{Kind: collector.DriftUsage, Value: "rank"}
-	present := collector.Drift{Kind: collector.DriftUsage, Value: "associations"}
+func usageDrift(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, alg fairshare.Algorithm, tieOrderKnown bool, tol Tolerance) []result.Drift {
+	usage := result.Drift{Kind: result.DriftUsage, Value: "raw_usage"}
+	shares := result.Drift{Kind: result.DriftUsage, Value: "shares"}
+	factor := result.Drift{Kind: result.DriftUsage, Value: "fairshare"}
+	rank := result.Drift{Kind: result.DriftUsage, Value: "rank"}
+	present := result.Drift{Kind: result.DriftUsage, Value: "associations"}
 	fairTree := alg == fairshare.AlgorithmFairTree
 	users := t.Users()
 	idx := make(map[drift.Key]int, rt.Len())
@@ -427,7 +430,7 @@ func usageDrift(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, r
 	}
 	present.Beyond += len(idx)
 	present.Max = float64(present.Beyond)
-	out := []collector.Drift{usage, shares, factor, present}
+	out := []result.Drift{usage, shares, factor, present}
 	if fairTree {
 		out = append(out, rank)
 	}

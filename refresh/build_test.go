@@ -12,6 +12,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -25,8 +26,8 @@ func withoutLevelFS(out *sshare.Output) *sshare.Output {
 	return out
 }
 
-func drifts(cl collector.Cluster) map[string]collector.Drift {
-	m := map[string]collector.Drift{}
+func drifts(cl result.Cluster) map[string]result.Drift {
+	m := map[string]result.Drift{}
 	for _, d := range cl.Drift {
 		m[d.Kind+"/"+d.Value] = d
 	}
@@ -153,7 +154,7 @@ func TestClassicLag(t *testing.T) {
 	in.Report.PrevRaw = rawByKey(prev)
 	cl, _ = Build(in)
 	for k, d := range drifts(cl) {
-		if d.Kind == collector.DriftFormula && d.Beyond != 0 {
+		if d.Kind == result.DriftFormula && d.Beyond != 0 {
 			t.Errorf("%s beyond tolerance with the lag allowed: %+v", k, d)
 		}
 	}
@@ -170,8 +171,8 @@ func TestStaleReportWithdrawn(t *testing.T) {
 		Report:   func(context.Context) (*sshare.Output, error) { return nil, errors.New("not called") },
 		now:      func() time.Time { return now },
 		clusters: map[string]*clusterState{"c": {last: inputs(tree, fairshare.AlgorithmFairTree)}},
-		sources:  map[string]collector.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}},
-		stages:   map[string]collector.Stage{},
+		sources:  map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}},
+		stages:   map[string]result.Stage{},
 	}
 	at := now.Add(-10 * time.Minute)
 	e.report = &reportState{out: SshareOf(tree, tree.FairTree()), at: at}

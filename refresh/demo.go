@@ -5,9 +5,9 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -19,15 +19,15 @@ const DemoAssociations = 400
 // synthetic tree with usage; the reported side is what slurmctld would
 // report for the same tree after losing one user's usage (as after a
 // reset or lost state), so the drift metrics have something to show.
-func Demo(now time.Time, n int) *collector.Snapshot {
+func Demo(now time.Time, n int) *result.Snapshot {
 	cl, err := Build(demoInputs(now, n))
 	if err != nil {
 		panic(err)
 	}
-	return &collector.Snapshot{
-		Clusters:  []collector.Cluster{cl},
-		Sources:   map[string]collector.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
-		Stages:    map[string]collector.Stage{},
+	return &result.Snapshot{
+		Clusters:  []result.Cluster{cl},
+		Sources:   map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
+		Stages:    map[string]result.Stage{},
 		Published: now,
 	}
 }
@@ -40,7 +40,7 @@ func demoInputs(now time.Time, n int) *Inputs {
 	in := &Inputs{
 		Name: "demo",
 		Settings: Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
-			Config: collector.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}},
+			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}},
 		Tree:          tree,
 		TieOrderKnown: true,
 		TRES:          map[string][]float64{"cpu": make([]float64, n), "mem": make([]float64, n)},

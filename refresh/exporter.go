@@ -12,14 +12,19 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
+
+// Publisher serves what a refresh computed.
+type Publisher interface {
+	Publish(*result.Snapshot) error
+}
 
 // ReportFunc reads what Slurm reports (sshare, slurmrestd).
 type ReportFunc func(ctx context.Context) (*sshare.Output, error)
@@ -69,9 +74,10 @@ type Exporter struct {
 	WhatIf bool
 	// AllTRES reads every TRES's usage, which only --collector.extended
 	// exports; otherwise billing alone (slurmdbd.Cluster.AllTRES).
-	AllTRES   bool
-	Filter    collector.Filter
-	Collector *collector.Collector
+	AllTRES bool
+	// Collector renders each snapshot (collector.Collector, which also
+	// applies the series budget).
+	Collector Publisher
 	Log       zerolog.Logger
 	// QueryTimeout bounds each query (0: slurmdbd.DefaultTimeout).
 	QueryTimeout time.Duration
@@ -82,12 +88,15 @@ type Exporter struct {
 	now       func() time.Time
 	db        *slurmdbd.DB
 	clusters  map[string]*clusterState
-	sources   map[string]collector.Source
-	stages    map[string]collector.Stage
+	sources   map[string]result.Source
+	stages    map[string]result.Stage
 	report    *reportState
 	boot      time.Time
 	ready     atomic.Bool
 	clusterUp map[string]bool
+	// dropped: associations the series budget left out of each cluster
+	// at the last publish (warned when it grows)
+	dropped map[string]int
 	// warned: each cluster's data problems at its last refresh
 	warned map[string]map[string]bool
 }
@@ -136,11 +145,11 @@ func (e *Exporter) Run(ctx context.Context) {
 	}
 	e.clusters = map[string]*clusterState{}
 	e.clusterUp = map[string]bool{}
-	e.sources = map[string]collector.Source{"db": {}}
-	e.stages = map[string]collector.Stage{}
+	e.sources = map[string]result.Source{"db": {}}
+	e.stages = map[string]result.Stage{}
 	reports := make(chan reportResult)
 	if e.Report != nil {
-		e.sources["reported"] = collector.Source{}
+		e.sources["reported"] = result.Source{}
 	}
 	defer e.closeDB()
 	tick := time.NewTicker(e.Interval)
@@ -572,7 +581,7 @@ func settings(conf *slurmconf.Config) Settings {
 	return Settings{
 		Algorithm: conf.Algorithm(),
 		Dampening: float64(conf.FairShareDampeningFactor),
-		Config: collector.Config{
+		Config: result.Config{
 			PriorityFlags: strings.Join(conf.PriorityFlagNames, ","),
 			HalfLife:      conf.PriorityDecayHalfLife,
 			CalcPeriod:    conf.PriorityCalcPeriod,
@@ -611,7 +620,7 @@ func (e *Exporter) Once(ctx context.Context, name string, at time.Time) (*Inputs
 // fresh report, and hands the snapshot to the collector.
 func (e *Exporter) publish() {
 	t0 := e.now()
-	snap := &collector.Snapshot{Sources: maps.Clone(e.sources), ClusterUp: maps.Clone(e.clusterUp), Published: t0}
+	snap := &result.Snapshot{Sources: maps.Clone(e.sources), ClusterUp: maps.Clone(e.clusterUp), Published: t0}
 	rep := e.freshReport()
 	if e.Report != nil && rep == nil {
 		s := snap.Sources["reported"]
@@ -638,11 +647,7 @@ func (e *Exporter) publish() {
 			in.Report = nil
 			cl, _ = Build(&in)
 		}
-		cl.Assocs, cl.Dropped = e.Filter.Apply(cl.Assocs)
-		cl.Jobs = nil // explain's detail: the metrics hold the groups, and the filter moved the associations it indexes
-		if cl.Dropped > 0 {
-			e.Log.Warn().Str("slurm_cluster", name).Int("dropped", cl.Dropped).Int("max", e.Filter.MaxAssociations).Msg("too many associations to export: some left out (--collector.max-associations)")
-		}
+		cl.Jobs = nil // explain's detail: the metrics hold the groups
 		snap.Clusters = append(snap.Clusters, cl)
 	}
 	e.stage(StageBuild, e.now().Sub(t0), buildErr)
@@ -654,5 +659,14 @@ func (e *Exporter) publish() {
 		e.Log.Error().Err(err).Msg("rendering the metrics")
 	} else if snap.Sources["db"].Up {
 		e.ready.Store(true)
+	}
+	if e.dropped == nil {
+		e.dropped = map[string]int{}
+	}
+	for _, cl := range snap.Clusters {
+		if cl.Dropped > e.dropped[cl.Name] {
+			e.Log.Warn().Str("slurm_cluster", cl.Name).Int("dropped", cl.Dropped).Msg("too many associations to export: some left out (--collector.max-associations)")
+		}
+		e.dropped[cl.Name] = cl.Dropped
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestReadyAfterPublish: /-/ready is 200 only once the computation of a
@@ -24,8 +26,8 @@ func TestReadyAfterPublish(t *testing.T) {
 	e := &Exporter{Conf: &slurmconf.Config{ClusterName: "c"}, Collector: col, Log: zerolog.Nop(),
 		now:      func() time.Time { return now },
 		clusters: map[string]*clusterState{},
-		sources:  map[string]collector.Source{"db": {}},
-		stages:   map[string]collector.Stage{},
+		sources:  map[string]result.Source{"db": {}},
+		stages:   map[string]result.Stage{},
 	}
 	e.publish()
 	if e.Ready() {

@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
@@ -117,14 +117,14 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 // jobPriorities computes each pending job's priority with the fairshare
 // factor of the configured algorithm, and sums them up by account,
 // partition and QOS.
-func jobPriorities(in *Inputs, assocs []collector.Association) ([]collector.Job, []collector.PendingGroup) {
+func jobPriorities(in *Inputs, assocs []result.Association) ([]result.Job, []result.PendingGroup) {
 	p := in.Priorities
 	if p == nil {
 		return nil, nil
 	}
 	fairTree := in.Settings.Algorithm == fairshare.AlgorithmFairTree
 	at := in.Computed.Unix()
-	jobs := make([]collector.Job, len(p.Jobs))
+	jobs := make([]result.Job, len(p.Jobs))
 	type key struct{ account, partition, qos string }
 	groups := map[key][]int{}
 	for i := range p.Jobs {
@@ -138,14 +138,17 @@ func jobPriorities(in *Inputs, assocs []collector.Association) ([]collector.Job,
 			}
 			j.FairShare = v.FairShare
 		}
-		jobs[i] = collector.Job{ID: pj.ID, ArrayTask: pj.ArrayTask, Account: pj.Account, User: pj.User, Partition: pj.Partition, QOS: pj.QOS,
-			Assoc: pj.Assoc, Submit: j.Submit, Result: p.Config.Compute(&p.Cluster, &j, at)}
+		jobs[i] = result.Job{ID: pj.ID, ArrayTask: pj.ArrayTask, Account: pj.Account, User: pj.User, Partition: pj.Partition, QOS: pj.QOS,
+			Submit: j.Submit, Result: p.Config.Compute(&p.Cluster, &j, at)}
+		if pj.Assoc >= 0 {
+			jobs[i].AssocID = assocs[pj.Assoc].ID
+		}
 		k := key{pj.Account, pj.Partition, pj.QOS}
 		groups[k] = append(groups[k], i)
 	}
-	out := make([]collector.PendingGroup, 0, len(groups))
+	out := make([]result.PendingGroup, 0, len(groups))
 	for k, idx := range groups {
-		g := collector.PendingGroup{Account: k.account, Partition: k.partition, QOS: k.qos, Jobs: len(idx)}
+		g := result.PendingGroup{Account: k.account, Partition: k.partition, QOS: k.qos, Jobs: len(idx)}
 		prios := make([]float64, len(idx))
 		for n, i := range idx {
 			prios[n] = jobs[i].Priority
@@ -161,7 +164,7 @@ func jobPriorities(in *Inputs, assocs []collector.Association) ([]collector.Job,
 		}
 		out = append(out, g)
 	}
-	slices.SortFunc(out, func(a, b collector.PendingGroup) int {
+	slices.SortFunc(out, func(a, b result.PendingGroup) int {
 		return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.Partition, b.Partition), strings.Compare(a.QOS, b.QOS))
 	})
 	return jobs, out

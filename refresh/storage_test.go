@@ -19,10 +19,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestStorageChecked: a state file (--storage.path) is used only when it
@@ -152,7 +153,7 @@ func storageExporter(t *testing.T, dsn, dir string) (*Exporter, *bytes.Buffer) {
 	must(t, err)
 	logs := &bytes.Buffer{}
 	e := &Exporter{DSN: dsn, Conf: conf, StoragePath: dir, Log: zerolog.New(logs), now: time.Now,
-		clusters: map[string]*clusterState{}, clusterUp: map[string]bool{}, sources: map[string]collector.Source{}, stages: map[string]collector.Stage{}}
+		clusters: map[string]*clusterState{}, clusterUp: map[string]bool{}, sources: map[string]result.Source{}, stages: map[string]result.Stage{}}
 	t.Cleanup(e.closeDB)
 	return e, logs
 }

@@ -1,0 +1,148 @@
+// Package result is what computing a cluster gives: the values the
+// collector renders as metrics and the explain command walks. Plain data:
+// neither computing nor explaining depends on how it is rendered.
+package result
+
+import (
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+)
+
+// Association is one association's computed values, as of the refresh.
+type Association struct {
+	// ID is id_assoc in the database (0 where there is none: the demo);
+	// jobs refer to their association by it, so that dropping
+	// associations for the series budget cannot point a job at another.
+	ID                               uint32
+	Account, User, Partition, Parent string
+	Shares                           uint32
+	// RawUsage is the decayed billing usage rebuilt from the database;
+	// TRES the same per TRES, named by Cluster.TRESNames (nil: none).
+	RawUsage float64
+	TRES     []float64
+	Classic  fairshare.Values
+	FairTree fairshare.Values
+	// TicketBased and Maui are the what-if factors (NaN when not computed).
+	TicketBased float64
+	Maui        float64
+	// ReportedFactor and ReportedUsage are what Slurm reports, NaN when no
+	// report is fresh or the association is not in it.
+	ReportedFactor float64
+	ReportedUsage  float64
+	// Uncharged is decayed usage slurmdbd recorded and slurmctld never
+	// charged (NaN when unknown).
+	Uncharged float64
+}
+
+// Config is what the config_info metric says about a cluster.
+type Config struct {
+	PriorityFlags string
+	HalfLife      time.Duration
+	CalcPeriod    time.Duration
+	Dampening     uint16
+	ResetPeriod   string
+}
+
+// Drift kinds: formula drift is Slurm's factors against the algorithms
+// replayed on Slurm's own usage; usage drift is the database's usage
+// against Slurm's, and what that difference does to the factors.
+const (
+	DriftFormula = "formula"
+	DriftUsage   = "usage"
+)
+
+// Drift is one kind of drift of one value over a cluster.
+type Drift struct {
+	Kind, Value string
+	// Max is the largest absolute drift, Beyond how many associations
+	// drift by more than allowed.
+	Max    float64
+	Beyond int
+}
+
+// Cluster is everything published for one cluster.
+type Cluster struct {
+	Name string
+	// Algorithm is what slurm.conf selects; Applied what the reported
+	// values show slurmctld applies ("" without a fresh report).
+	Algorithm fairshare.Algorithm
+	Applied   fairshare.Algorithm
+	Config    Config
+	Assocs    []Association
+	// TRESNames name Association.TRES (cpu, mem, gres/gpu, ...), sorted.
+	TRESNames []string
+	// Dropped counts associations the cardinality controls left out.
+	Dropped int
+	// LastRollup is last_ran_table.hourly_rollup (zero before the first).
+	LastRollup time.Time
+	// Computed is the moment the database values are computed for.
+	Computed time.Time
+	// Drift is empty when no report is fresh.
+	Drift []Drift
+	// Jobs are the pending jobs' priorities, one per job and partition,
+	// and Pending the same summed up by account, partition and QOS; both
+	// nil when not computed (clusters other than slurm.conf's).
+	Jobs    []Job
+	Pending []PendingGroup
+	// Weights are slurm.conf's priority weights (Weights[TRES] unused).
+	Weights priority.Factors
+}
+
+// Job is one pending job's priority in one partition.
+type Job struct {
+	ID                            uint32
+	ArrayTask                     string
+	Account, User, Partition, QOS string
+	// AssocID is the job's association's ID (0: not in the tree).
+	AssocID uint32
+	Submit  int64
+	priority.Result
+}
+
+// PendingGroup is the pending jobs of one account, partition and QOS.
+type PendingGroup struct {
+	Account, Partition, QOS string
+	Jobs                    int
+	// Min, Median and Max are of the jobs' priorities.
+	Min, Median, Max float64
+	// Dominant counts the jobs by the factor that contributes most to
+	// their priority.
+	Dominant [priority.NumFactors]int
+}
+
+// Association is the association whose ID is id (nil: none, or id 0).
+func (c *Cluster) Association(id uint32) *Association {
+	for i := range c.Assocs {
+		if id != 0 && c.Assocs[i].ID == id {
+			return &c.Assocs[i]
+		}
+	}
+	return nil
+}
+
+// Source is the health of one source of data: "db" or "reported".
+type Source struct {
+	Up          bool
+	LastSuccess time.Time
+}
+
+// Stage is one step of a refresh.
+type Stage struct {
+	Duration time.Duration // of the last run
+	Errors   uint64        // failures since start
+}
+
+// Snapshot is what a scrape serves.
+type Snapshot struct {
+	Clusters []Cluster
+	Sources  map[string]Source
+	// ClusterUp: whether each cluster of cluster_table was read at the
+	// last refresh; one without tables of its own does not hold the db
+	// source down.
+	ClusterUp map[string]bool
+	Stages    map[string]Stage
+	// Published is when the snapshot was made.
+	Published time.Time
+}
