@@ -59,20 +59,11 @@ func (c *checkCmd) Run(env *runEnv) error {
 			alg = fairshare.AlgorithmFairTree
 		}
 	}
-	assocs, err := out.Associations()
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out}, true)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.SshareFile, err)
 	}
-	tree, err := fairshare.NewTree(assocs)
-	if err != nil {
-		return fmt.Errorf("%s: %w", c.SshareFile, err)
-	}
-	vals, err := tree.Compute(alg, c.Dampening)
-	if err != nil {
-		return err
-	}
-	bounds := tree.UsageBounds(alg, vals, sshare.UsageResolution, c.Dampening)
-	rep := drift.Compare(alg, c.Tolerance, drift.FromSshare(out), drift.FromTree(tree, vals, bounds))
+	rep := cmp.Formula
 	if alg == fairshare.AlgorithmDepthOblivious {
 		rep.Note = depthObliviousNote
 	}

@@ -64,21 +64,24 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if !in.PhaseKnown {
 		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage may be off by one PriorityCalcPeriod")
 	}
-	tree := in.Tree
 	alg := conf.Algorithm()
 	if c.Algorithm != "auto" {
 		alg = fairshare.Algorithm(c.Algorithm)
-	}
-	vals, err := tree.Compute(alg, in.Settings.Dampening)
-	if err != nil {
-		return err
 	}
 	reported, err := c.reported(ctx, conf)
 	if err != nil {
 		return err
 	}
-	bounds := relativeBounds(vals, tree.Users(), in.TieOrderKnown, c.UsageTolerance, c.FactorTolerance)
-	rep := drift.Compare(alg, c.Tolerance, drift.FromSshare(reported), drift.FromTree(tree, vals, bounds))
+	// the comparison serve makes, association by association: the
+	// database against Slurm's usage, with Slurm's formula beside it
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
+		Tolerance: drift.Tolerance{Formula: c.Tolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
+		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown}, true)
+	if err != nil {
+		return err
+	}
+	rep := cmp.Usage
+	rep.Formula = cmp.Formula
 	if alg == fairshare.AlgorithmDepthOblivious {
 		notes = append(notes, depthObliviousNote)
 	}
@@ -98,27 +101,4 @@ func (c *checkCmd) reported(ctx context.Context, conf *slurmconf.Config) (*sshar
 	ctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
 	defer cancel()
 	return sshare.Run(ctx, c.SlurmConf)
-}
-
-// relativeBounds is what database mode allows on top of the absolute
-// tolerance: usage within usageTol relative, ratios of two usages twice
-// that, and FairShare within factorTol, widened to the rank range of tied
-// sibling accounts under Fair Tree unless their order is known: slurmctld
-// walks them in an order only its boot time tells.
-func relativeBounds(vals []fairshare.Values, users int, tieOrderKnown bool, usageTol, factorTol float64) []fairshare.Values {
-	b := make([]fairshare.Values, len(vals))
-	for i, v := range vals {
-		spread := 0.0
-		if !tieOrderKnown {
-			spread = v.RankSpread(users)
-		}
-		b[i] = fairshare.Values{
-			RawUsage:       usageTol * v.RawUsage,
-			NormUsage:      2 * usageTol * v.NormUsage,
-			EffectiveUsage: 2 * usageTol * v.EffectiveUsage,
-			LevelFS:        2 * usageTol * v.LevelFS,
-			FairShare:      max(factorTol, spread),
-		}
-	}
-	return b
 }

@@ -92,7 +92,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 			out = nil
 		}
 	}
-	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: refresh.DefaultTolerance,
+	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: drift.DefaultTolerance,
 		Maui: c.config(), MauiInterval: c.MauiInterval, WhatIf: true}
 	if out != nil {
 		e.BootTime = c.bootTime(c.SlurmConf)

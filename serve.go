@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -244,7 +245,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	e := &refresh.Exporter{
 		DSN: dsn, Clusters: s.Cluster, Conf: conf, LoadConf: func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }, StateDir: set.stateDir, Interval: s.RefreshInterval, QueryTimeout: s.DBTimeout,
 		ReportedInterval: interval, ReportedTimeout: s.ReportedTimeout, StaleAfter: time.Duration(s.ReportedStale) * interval,
-		Tolerance:    refresh.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},
+		Tolerance:    drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},
 		Maui:         s.config(),
 		MauiInterval: s.MauiInterval,
 		WhatIf:       s.Extended,

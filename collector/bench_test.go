@@ -15,6 +15,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
 
 // bigSnapshot is a Fair Tree cluster of n associations with usage in four
@@ -25,7 +27,7 @@ func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 	in := &refresh.Inputs{Name: "big", Settings: refresh.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
 		Tree: tree, TRES: map[string][]float64{}, Pending: make([]bool, tree.Len()), MauiUsage: make([]float64, tree.Len()),
 		Uncharged: make([]float64, tree.Len()), Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, Computed: now, LastRollup: now.Truncate(time.Hour),
-		Tolerance: refresh.DefaultTolerance}
+		Tolerance: drift.DefaultTolerance}
 	for _, name := range []string{"cpu", "mem", "node", "gres/gpu"} {
 		v := make([]float64, tree.Len())
 		for i := range v {

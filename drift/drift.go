@@ -109,6 +109,8 @@ type Entry struct {
 	// Allowed is the drift each value may show and still be ok: the
 	// tolerance plus what the reported inputs' precision explains.
 	Allowed *Values `json:"allowed,omitempty"`
+	// Notes say what else drifts: shares, a Fair Tree rank.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Side is one source's view of an association.
@@ -117,8 +119,9 @@ type Side struct {
 	Parent string
 	Depth  int
 	Values Values
-	// Bound is how uncertain each value is on this side (0 if exact).
-	Bound Values
+	// Bound is how uncertain each value is on this side (0 if exact);
+	// Relative adds a fraction of the larger of the two values compared.
+	Bound, Relative Values
 }
 
 // Summary counts entries by status and records the largest drift per
@@ -126,6 +129,9 @@ type Side struct {
 type Summary struct {
 	Counts   map[Status]int `json:"counts"`
 	MaxDrift Values         `json:"max_drift"`
+	// MaxRelative is the largest drift relative to the larger of the two
+	// values (at least 1).
+	MaxRelative Values `json:"max_relative_drift"`
 	// Beyond counts, per value, the associations whose drift exceeds what
 	// is allowed.
 	Beyond map[string]int `json:"beyond"`
@@ -138,6 +144,9 @@ type Report struct {
 	Note         string              `json:"note,omitempty"`
 	Summary      Summary             `json:"summary"`
 	Associations []Entry             `json:"associations"`
+	// Formula is, beside a comparison with the database, Slurm's values
+	// against the algorithm replayed on Slurm's own usage.
+	Formula *Report `json:"formula,omitempty"`
 }
 
 // Compare matches reported and computed associations by key. Entries follow
@@ -169,7 +178,7 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 	for _, f := range Fields {
 		sum.Beyond[f] = 0
 	}
-	maxDrift := sum.MaxDrift.fields()
+	maxDrift, maxRel := sum.MaxDrift.fields(), sum.MaxRelative.fields()
 	// Without sshare -m, one user's associations in several partitions
 	// share a key and the partition is unknown: they are matched in order.
 	byKey := chains(computed, func(s *Side) Key { return s.Key })
@@ -197,8 +206,13 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 			status = StatusOK
 			cf, rf, df, af := cv.fields(), rv.fields(), d.fields(), allowed.fields()
 			cb, rb := com.Bound.fields(), rep.Bound.fields()
+			crel, rrel := com.Relative.fields(), rep.Relative.fields()
 			for k := range cf {
+				larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
 				*af[k] = Num(tolerance) + *cb[k] + *rb[k]
+				if rel := max(*crel[k], *rrel[k]); rel > 0 {
+					*af[k] += rel * Num(larger)
+				}
 				dk := diff(float64(*cf[k]), float64(*rf[k]))
 				*df[k] = Num(dk)
 				if math.IsNaN(dk) {
@@ -206,6 +220,9 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 				}
 				if math.Abs(dk) > math.Abs(float64(*maxDrift[k])) {
 					*maxDrift[k] = Num(dk)
+				}
+				if r := math.Abs(dk) / math.Max(larger, 1); r > float64(*maxRel[k]) && !math.IsInf(larger, 0) {
+					*maxRel[k] = Num(r)
 				}
 				if math.Abs(dk) > float64(*af[k]) {
 					status = StatusDrift
@@ -278,5 +295,6 @@ func diff(c, r float64) float64 {
 // OK reports whether every compared value is within what is allowed and
 // both sides have the same associations.
 func (r *Report) OK() bool {
-	return r.Summary.Counts[StatusDrift] == 0 && r.Summary.Counts[StatusOnlyReported] == 0 && r.Summary.Counts[StatusOnlyComputed] == 0
+	return r.Summary.Counts[StatusDrift] == 0 && r.Summary.Counts[StatusOnlyReported] == 0 && r.Summary.Counts[StatusOnlyComputed] == 0 &&
+		(r.Formula == nil || r.Formula.OK())
 }

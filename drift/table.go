@@ -9,11 +9,14 @@ import (
 )
 
 // WriteTable prints the report for a terminal: one line per association
-// with its computed and reported FairShare and its largest drift, then the
-// summary.
+// with its computed and reported FairShare, its largest drift and what
+// else drifts, then the summary; then the formula part, if any.
 func (r *Report) WriteTable(w io.Writer) error {
+	if r.Formula != nil {
+		fmt.Fprintln(w, "The database's usage against Slurm's (usage drift; REPORTED: the factor Slurm's usage gives):")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "ACCOUNT\tUSER\tPARTITION\tSTATUS\tFAIRSHARE\tREPORTED\tLARGEST DRIFT\n")
+	fmt.Fprintf(tw, "ACCOUNT\tUSER\tPARTITION\tSTATUS\tFAIRSHARE\tREPORTED\tLARGEST DRIFT\tNOTES\n")
 	for _, e := range r.Associations {
 		var comp, rep Num = Num(math.NaN()), Num(math.NaN())
 		if e.Computed != nil {
@@ -31,7 +34,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.Repeat(" ", e.Depth), e.Account, e.User, e.Partition, e.Status, cell(comp), cell(rep), worst)
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", strings.Repeat(" ", e.Depth), e.Account, e.User, e.Partition, e.Status, cell(comp), cell(rep), worst, strings.Join(e.Notes, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -44,8 +47,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", r.Note)
 	}
-	_, err := fmt.Fprintf(w, "largest drift: %s\n", r.Summary.MaxDrift.String())
-	return err
+	if _, err := fmt.Fprintf(w, "largest drift: %s\n", r.Summary.MaxDrift.String()); err != nil || r.Formula == nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSlurm's values against its own usage replayed (formula drift):")
+	return r.Formula.WriteTable(w)
 }
 
 // String lists the values as name=value, to four significant digits.

@@ -18,25 +18,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-// Tolerance is how much drift is allowed before an association counts as
-// beyond tolerance. The defaults are justified in docs/usage.md by
-// measurement against real Slurm.
-type Tolerance struct {
-	// Formula is absolute, on top of what the report's print precision
-	// explains: Slurm's values against the algorithm replayed on Slurm's
-	// own usage.
-	Formula float64
-	// Usage is relative: the database's RawUsage against Slurm's.
-	Usage float64
-	// Factor is absolute: the factor computed from the database's usage
-	// against the one computed from Slurm's.
-	Factor float64
-}
-
-// DefaultTolerance: measured formula drift is below 1e-6 beyond print
-// precision, usage drift below 0.01%, on real Slurm 22.05.
-var DefaultTolerance = Tolerance{Formula: 1e-4, Usage: 0.005, Factor: 0.01}
-
 // Settings are a cluster's priority settings.
 type Settings struct {
 	Algorithm fairshare.Algorithm
@@ -65,13 +46,13 @@ type Report struct {
 // ReportMemo holds the comparison of one report with what it was made for.
 type ReportMemo struct {
 	key memoKey
-	rc  *reportComparison
+	rc  *drift.Comparison
 }
 
 type memoKey struct {
 	algorithm fairshare.Algorithm
 	dampening float64
-	tolerance Tolerance
+	tolerance drift.Tolerance
 	tieOrder  bool
 	db        *fairshare.Tree
 	lagged    bool
@@ -101,7 +82,7 @@ type Inputs struct {
 	LastRollup, Computed time.Time
 	// Report is nil when no report is fresh.
 	Report    *Report
-	Tolerance Tolerance
+	Tolerance drift.Tolerance
 
 	// Priorities are the pending jobs (nil: not computed).
 	Priorities *Priorities
@@ -118,13 +99,13 @@ type Inputs struct {
 // Build computes a cluster's published values.
 func Build(in *Inputs) (result.Cluster, error) {
 	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed}
-	var rc *reportComparison
+	var rc *drift.Comparison
 	if in.Report != nil {
 		var err error
 		if rc, err = memoCompare(in); err != nil {
 			return cl, fmt.Errorf("cluster %s: report of %s: %w", in.Name, in.Report.At.Format(time.RFC3339), err)
 		}
-		cl.Drift, cl.Applied = rc.drift, rc.applied
+		cl.Drift, cl.Applied = rc.Drift, rc.Applied
 	}
 	m := in.Memo
 	if m == nil {
@@ -156,14 +137,14 @@ type BuildMemo struct {
 	pending   []bool
 	mauiUsage []float64
 	maui      fairshare.MauiConfig
-	rc        *reportComparison
+	rc        *drift.Comparison
 
 	assocs    []result.Association
 	tresNames []string
 }
 
 // holds reports whether m's values are those of in and rc.
-func (m *BuildMemo) holds(in *Inputs, rc *reportComparison) bool {
+func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
 	return m.assocs != nil && m.rc == rc && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
 		maps.EqualFunc(m.tres, in.TRES, slices.Equal) && slices.Equal(m.uncharged, in.Uncharged) &&
 		slices.Equal(m.pending, in.Pending) && slices.Equal(m.mauiUsage, in.MauiUsage)
@@ -171,13 +152,13 @@ func (m *BuildMemo) holds(in *Inputs, rc *reportComparison) bool {
 
 // keep records in and rc as what m's values are of: the newest equal
 // inputs, so that the memo holds no older generation alive.
-func (m *BuildMemo) keep(in *Inputs, rc *reportComparison) {
+func (m *BuildMemo) keep(in *Inputs, rc *drift.Comparison) {
 	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc =
 		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc
 }
 
 // buildAssocs computes every association's published values.
-func buildAssocs(in *Inputs, rc *reportComparison) (assocs []result.Association, tresNames []string) {
+func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association, tresNames []string) {
 	s := in.Settings
 	t := in.Tree
 	classic := t.Classic(fairshare.ClassicOptions{Dampening: s.Dampening})
@@ -223,22 +204,16 @@ func buildAssocs(in *Inputs, rc *reportComparison) (assocs []result.Association,
 		if rc == nil {
 			continue
 		}
-		if r, ok := rc.byKey[drift.Key{Account: o.Account, User: o.User, Partition: o.Partition}]; ok {
+		if r, ok := rc.ByKey[drift.Key{Account: o.Account, User: o.User, Partition: o.Partition}]; ok {
 			o.ReportedFactor, o.ReportedUsage = r.FairShare, r.RawUsage
 		}
 	}
 	return assocs, tresNames
 }
 
-// reportComparison is what a report adds to a cluster.
-type reportComparison struct {
-	drift   []result.Drift
-	applied fairshare.Algorithm
-	byKey   map[drift.Key]*sshare.Row
-}
-
-// memoCompare is compareReport, computed once per report and inputs.
-func memoCompare(in *Inputs) (*reportComparison, error) {
+// memoCompare is drift.CompareReport of the inputs' report, computed once
+// per report and inputs.
+func memoCompare(in *Inputs) (*drift.Comparison, error) {
 	db := in.Report.DB
 	if db == nil {
 		db = in.Tree
@@ -248,226 +223,10 @@ func memoCompare(in *Inputs) (*reportComparison, error) {
 	if m != nil && m.rc != nil && m.key == key {
 		return m.rc, nil
 	}
-	rc, err := compareReport(in)
+	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, DB: db, TieOrderKnown: in.TieOrderKnown}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}
 	return rc, err
-}
-
-func compareReport(in *Inputs) (*reportComparison, error) {
-	s, tol, out := in.Settings, in.Tolerance, in.Report.Out
-	db := in.Report.DB
-	if db == nil {
-		db = in.Tree
-	}
-	own, err := db.Compute(s.Algorithm, s.Dampening)
-	if err != nil {
-		return nil, err
-	}
-	assocs, err := out.Associations()
-	if err != nil {
-		return nil, err
-	}
-	rt, err := fairshare.NewTree(assocs)
-	if err != nil {
-		return nil, err
-	}
-	replay, err := rt.Compute(s.Algorithm, s.Dampening)
-	if err != nil {
-		return nil, err
-	}
-	bounds := rt.UsageBounds(s.Algorithm, replay, sshare.UsageResolution, s.Dampening)
-	if s.Algorithm == fairshare.AlgorithmClassic && in.Report.PrevRaw != nil {
-		widenForLag(rt, replay, bounds, in.Report.PrevRaw, s.Dampening)
-	}
-	rc := &reportComparison{byKey: make(map[drift.Key]*sshare.Row, len(out.Rows)), applied: applied(out, rt, s.Algorithm)}
-	for i := range out.Rows {
-		r := &out.Rows[i]
-		rc.byKey[drift.Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
-	}
-	reported := drift.FromSshare(out)
-	for i := range reported {
-		if notYetComputed(out, &out.Rows[i]) {
-			v := &reported[i].Values
-			v.EffectiveUsage, v.FairShare, v.LevelFS = drift.Num(math.NaN()), drift.Num(math.NaN()), drift.Num(math.NaN())
-		}
-	}
-	formula := drift.Summarize(tol.Formula, reported, drift.FromTree(rt, replay, bounds))
-	m := formula.MaxDrift
-	for k, v := range []drift.Num{m.NormShares, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
-		name := []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs"}[k]
-		rc.drift = append(rc.drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Beyond: formula.Beyond[name]})
-	}
-	if s.Algorithm == fairshare.AlgorithmFairTree {
-		rc.drift = append(rc.drift, formulaRanks(out, rt, replay, rc.byKey))
-	}
-	rc.drift = append(rc.drift, usageDrift(db, own, rt, replay, s.Algorithm, in.TieOrderKnown, tol)...)
-	return rc, nil
-}
-
-// notYetComputed: slurmctld leaves NormUsage unset (blank) on
-// associations added since its last decay pass, and their factor at 0 and
-// LevelFS at 0 until the pass; that is not drift.
-func notYetComputed(out *sshare.Output, r *sshare.Row) bool {
-	return r.Depth > 0 && math.IsNaN(r.NormUsage) && out.Has(sshare.NormUsage)
-}
-
-// widenForLag allows each value to be anywhere between the replay and the
-// replay lagged by one decay pass: slurmctld computes classic effective
-// usage at the start of each pass.
-func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw map[drift.Key]float64, damp float64) {
-	prev := make([]float64, rt.Len())
-	for i := range prev {
-		a := rt.Association(i)
-		v, ok := prevRaw[drift.Key{Account: a.Account, User: a.User, Partition: a.Partition}]
-		if !ok {
-			v = a.RawUsage
-		}
-		prev[i] = v
-	}
-	lagged := rt.ClassicLagged(prev, damp)
-	for i := range bounds {
-		b, r, l := &bounds[i], &replay[i], &lagged[i]
-		b.NormUsage += absDiff(r.NormUsage, l.NormUsage)
-		b.EffectiveUsage += absDiff(r.EffectiveUsage, l.EffectiveUsage)
-		b.FairShare += absDiff(r.FairShare, l.FairShare)
-	}
-}
-
-func absDiff(a, b float64) float64 {
-	d := math.Abs(a - b)
-	if math.IsNaN(d) {
-		return 0
-	}
-	return d
-}
-
-// formulaRanks compares Fair Tree ranks (FairShare × user associations:
-// one swap moves FairShare by only 1/N) with the replay's rank range.
-func formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay []fairshare.Values, reported map[drift.Key]*sshare.Row) result.Drift {
-	d := result.Drift{Kind: result.DriftFormula, Value: "rank"}
-	users := float64(rt.Users())
-	for i := range replay {
-		a := rt.Association(i)
-		r, ok := reported[drift.Key{Account: a.Account, User: a.User, Partition: a.Partition}]
-		if !ok || !a.IsUser() || math.IsNaN(r.FairShare) || notYetComputed(out, r) {
-			continue
-		}
-		off := rankOutside(math.Round(r.FairShare*users), replay[i])
-		d.Max = math.Max(d.Max, off)
-		if off > 0 {
-			d.Beyond++
-		}
-	}
-	return d
-}
-
-// rankOutside is how far rank lies outside v's rank range.
-func rankOutside(rank float64, v fairshare.Values) float64 {
-	lo, hi := float64(min(v.RankMin, v.RankMax)), float64(max(v.RankMin, v.RankMax))
-	return math.Max(0, math.Max(lo-rank, rank-hi))
-}
-
-// usageDrift compares the database's tree with the one Slurm reported:
-// usage (relative), shares, which associations exist, and what the usage
-// difference does to the factor and, under Fair Tree, the rank.
-func usageDrift(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, alg fairshare.Algorithm, tieOrderKnown bool, tol Tolerance) []result.Drift {
-	usage := result.Drift{Kind: result.DriftUsage, Value: "raw_usage"}
-	shares := result.Drift{Kind: result.DriftUsage, Value: "shares"}
-	factor := result.Drift{Kind: result.DriftUsage, Value: "fairshare"}
-	rank := result.Drift{Kind: result.DriftUsage, Value: "rank"}
-	present := result.Drift{Kind: result.DriftUsage, Value: "associations"}
-	fairTree := alg == fairshare.AlgorithmFairTree
-	users := t.Users()
-	idx := make(map[drift.Key]int, rt.Len())
-	for i := range rt.Len() {
-		a := rt.Association(i)
-		idx[drift.Key{Account: a.Account, User: a.User, Partition: a.Partition}] = i
-	}
-	for i := range t.Len() {
-		a := t.Association(i)
-		k := drift.Key{Account: a.Account, User: a.User, Partition: a.Partition}
-		j, ok := idx[k]
-		if !ok {
-			present.Beyond++
-			continue
-		}
-		delete(idx, k)
-		r := rt.Association(j)
-		if d := math.Abs(a.RawUsage - r.RawUsage); d > 0 {
-			scale := math.Max(a.RawUsage, r.RawUsage)
-			usage.Max = math.Max(usage.Max, d/math.Max(scale, 1))
-			if d > tol.Usage*scale+sshare.UsageResolution {
-				usage.Beyond++
-			}
-		}
-		if a.Shares != r.Shares && a.Parent >= 0 {
-			shares.Beyond++
-			shares.Max = math.Max(shares.Max, math.Abs(float64(a.Shares)-float64(r.Shares)))
-		}
-		d := absDiff(own[i].FairShare, replay[j].FairShare)
-		factor.Max = math.Max(factor.Max, d)
-		allowed := tol.Factor
-		if fairTree && !tieOrderKnown {
-			allowed += own[i].RankSpread(users) + replay[j].RankSpread(rt.Users())
-		}
-		if d > allowed {
-			factor.Beyond++
-		}
-		if fairTree && a.IsUser() {
-			off := rankOutside(float64(replay[j].Rank), own[i])
-			if tieOrderKnown {
-				off = math.Abs(float64(replay[j].Rank - own[i].Rank))
-			}
-			// the replay's own tie order is unknown too
-			off = math.Max(0, off-float64(replay[j].RankMax-replay[j].RankMin))
-			rank.Max = math.Max(rank.Max, off)
-			if off > 0 {
-				rank.Beyond++
-			}
-		}
-	}
-	present.Beyond += len(idx)
-	present.Max = float64(present.Beyond)
-	out := []result.Drift{usage, shares, factor, present}
-	if fairTree {
-		out = append(out, rank)
-	}
-	return out
-}
-
-// applied infers the algorithm slurmctld applies from its report: a
-// LevelFS column is Fair Tree; otherwise classic normalizes shares over
-// the whole cluster and Fair Tree among siblings (what slurmctld keeps
-// computing from when PriorityFlags change without a restart).
-func applied(out *sshare.Output, rt *fairshare.Tree, configured fairshare.Algorithm) fairshare.Algorithm {
-	if out.Has(sshare.LevelFS) {
-		return fairshare.AlgorithmFairTree
-	}
-	global := rt.Classic(fairshare.ClassicOptions{Dampening: 1})
-	sibling := rt.FairTree()
-	const eps = 2e-6 // sshare's six decimals
-	offGlobal, offSibling := 0, 0
-	for i := range out.Rows {
-		v := out.Rows[i].NormShares
-		if math.IsNaN(v) || i >= rt.Len() {
-			continue
-		}
-		if math.Abs(v-global[i].NormShares) > eps {
-			offGlobal++
-		}
-		if math.Abs(v-sibling[i].NormShares) > eps {
-			offSibling++
-		}
-	}
-	switch {
-	case offGlobal == 0 && configured != fairshare.AlgorithmFairTree:
-		return configured // classic and depth_oblivious normalize alike
-	case offGlobal == 0:
-		return fairshare.AlgorithmClassic
-	case offSibling == 0:
-		return fairshare.AlgorithmFairTree
-	}
-	return "unknown"
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
 
 // withoutLevelFS is a report as sshare prints it in classic mode.
@@ -35,7 +37,7 @@ func drifts(cl result.Cluster) map[string]result.Drift {
 }
 
 func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *Inputs {
-	return &Inputs{Name: "c", Settings: Settings{Algorithm: alg, Dampening: 1}, Tree: t, Computed: time.Unix(1e9, 0), Tolerance: DefaultTolerance}
+	return &Inputs{Name: "c", Settings: Settings{Algorithm: alg, Dampening: 1}, Tree: t, Computed: time.Unix(1e9, 0), Tolerance: drift.DefaultTolerance}
 }
 
 // TestNoDrift: a report that is the database's own tree at print

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -49,7 +50,7 @@ func demoInputs(now time.Time, n int) *Inputs {
 		Maui:          fairshare.MauiConfig{Depth: 8, Decay: 1},
 		LastRollup:    now.Truncate(time.Hour),
 		Computed:      now,
-		Tolerance:     DefaultTolerance,
+		Tolerance:     drift.DefaultTolerance,
 	}
 	in.Priorities = &Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
 		Cluster: priority.Cluster{CPUs: 4096, Nodes: 64, MaxPartition: 10, MaxQOS: 100}}

@@ -64,7 +64,7 @@ type Exporter struct {
 	ReportedTimeout  time.Duration
 	// StaleAfter withdraws a report this old.
 	StaleAfter time.Duration
-	Tolerance  Tolerance
+	Tolerance  drift.Tolerance
 	// Maui is the what-if view's configuration; MauiInterval 0 turns it
 	// off.
 	Maui         fairshare.MauiConfig

@@ -1,0 +1,329 @@
+package drift
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// Tolerance is how much drift is allowed, on top of what the inputs'
+// precision explains, before an association counts as drifting. The
+// defaults are justified in docs/serve.md by measurement against real
+// Slurm.
+type Tolerance struct {
+	// Formula is absolute: Slurm's values against the algorithm replayed
+	// on Slurm's own usage.
+	Formula float64
+	// Usage is relative: the database's RawUsage against Slurm's.
+	Usage float64
+	// Factor is absolute: the factor computed from the database's usage
+	// against the one computed from Slurm's.
+	Factor float64
+}
+
+// DefaultTolerance: measured formula drift is below 1e-6 beyond print
+// precision, usage drift below 0.01%, on real Slurm 22.05.
+var DefaultTolerance = Tolerance{Formula: 1e-4, Usage: 0.005, Factor: 0.01}
+
+// Input is a report and what it is compared with.
+type Input struct {
+	Algorithm fairshare.Algorithm
+	Dampening float64
+	Tolerance Tolerance
+	Report    *sshare.Output
+	// PrevRaw is RawUsage per association from the report taken before
+	// slurmctld's last decay pass (nil: none): classic values lag by one
+	// pass (fairshare.ClassicLagged).
+	PrevRaw map[Key]float64
+	// DB is the database's tree rebuilt at the report's moment (nil: the
+	// report is only replayed, as check does without a database).
+	DB *fairshare.Tree
+	// TieOrderKnown: DB is in slurmctld's order (its boot time is
+	// known), so tied Fair Tree siblings rank as slurmctld ranks them.
+	TieOrderKnown bool
+}
+
+// Comparison is the one definition of drift, which serve's metrics and
+// check's output both show. It has two parts:
+//   - formula drift: Slurm's values against the algorithm replayed on
+//     Slurm's own usage (did slurmctld compute what its inputs give?);
+//   - usage drift: the database's usage against Slurm's, and what the
+//     difference does to the factor and the Fair Tree rank (does
+//     slurmctld hold the usage the database records?), with shares and
+//     the associations present on either side.
+type Comparison struct {
+	// Applied is the algorithm the report shows slurmctld applies.
+	Applied fairshare.Algorithm
+	// ByKey is the report's rows by association.
+	ByKey map[Key]*sshare.Row
+	// Drift sums both parts up per kind and value (the metrics).
+	Drift []result.Drift
+	// Formula and Usage are the parts association by association: only
+	// with entries, Usage only with a database.
+	Formula, Usage *Report
+}
+
+// CompareReport compares in.Report with its replay and, given in.DB, with
+// the database. entries keeps every association's entry (check prints
+// them); without, only the sums are made (serve, at every report).
+func CompareReport(in Input, entries bool) (*Comparison, error) {
+	out, alg, damp, tol := in.Report, in.Algorithm, in.Dampening, in.Tolerance
+	assocs, err := out.Associations()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := fairshare.NewTree(assocs)
+	if err != nil {
+		return nil, err
+	}
+	replay, err := rt.Compute(alg, damp)
+	if err != nil {
+		return nil, err
+	}
+	c := &Comparison{ByKey: make(map[Key]*sshare.Row, len(out.Rows)), Applied: applied(out, rt, alg)}
+	for i := range out.Rows {
+		r := &out.Rows[i]
+		c.ByKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
+	}
+
+	bounds := rt.UsageBounds(alg, replay, sshare.UsageResolution, damp)
+	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
+		widenForLag(rt, replay, bounds, in.PrevRaw, damp)
+	}
+	reported := FromSshare(out)
+	for i := range reported {
+		if notYetComputed(out, &out.Rows[i]) {
+			v := &reported[i].Values
+			v.EffectiveUsage, v.FairShare, v.LevelFS = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
+		}
+	}
+	formula := c.part(alg, tol.Formula, reported, FromTree(rt, replay, bounds), entries, &c.Formula)
+	m := formula.MaxDrift
+	for k, v := range []Num{m.NormShares, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
+		name := []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs"}[k]
+		c.Drift = append(c.Drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Beyond: formula.Beyond[name]})
+	}
+	fairTree := alg == fairshare.AlgorithmFairTree
+	if fairTree {
+		c.Drift = append(c.Drift, c.formulaRanks(out, rt, replay))
+	}
+	if in.DB == nil {
+		return c, nil
+	}
+
+	own, err := in.DB.Compute(alg, damp)
+	if err != nil {
+		return nil, err
+	}
+	dbSide, repSide := FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
+	spread := func(v fairshare.Values, users int) Num {
+		if fairTree && !in.TieOrderKnown {
+			return Num(v.RankSpread(users))
+		}
+		return 0
+	}
+	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
+	for i := range dbSide {
+		dbSide[i].Bound = Values{NormShares: notJudged, NormUsage: notJudged, EffectiveUsage: notJudged, LevelFS: notJudged,
+			FairShare: Num(tol.Factor) + spread(own[i], in.DB.Users())}
+		dbSide[i].Relative = Values{RawUsage: Num(tol.Usage)}
+	}
+	for j := range repSide {
+		// sshare prints RawUsage truncated to an integer
+		repSide[j].Bound = Values{RawUsage: sshare.UsageResolution, FairShare: spread(replay[j], rt.Users())}
+	}
+	usage := c.part(alg, 0, repSide, dbSide, entries, &c.Usage)
+	present := float64(usage.Counts[StatusOnlyReported] + usage.Counts[StatusOnlyComputed])
+	c.Drift = append(c.Drift,
+		result.Drift{Kind: result.DriftUsage, Value: "raw_usage", Max: float64(usage.MaxRelative.RawUsage), Beyond: usage.Beyond["raw_usage"]},
+		result.Drift{Kind: result.DriftUsage, Value: "fairshare", Max: math.Abs(float64(usage.MaxDrift.FairShare)), Beyond: usage.Beyond["fairshare"]},
+		result.Drift{Kind: result.DriftUsage, Value: "associations", Max: present, Beyond: int(present)})
+	shares, rank := c.usagePairs(in.DB, own, rt, replay, fairTree, in.TieOrderKnown)
+	c.Drift = append(c.Drift, shares)
+	if fairTree {
+		c.Drift = append(c.Drift, rank)
+	}
+	return c, nil
+}
+
+// part compares reported with computed under tolerance, keeping the
+// entries in *rep when asked.
+func (c *Comparison) part(alg fairshare.Algorithm, tolerance float64, reported, computed []Side, entries bool, rep **Report) Summary {
+	if !entries {
+		return Summarize(tolerance, reported, computed)
+	}
+	*rep = Compare(alg, tolerance, reported, computed)
+	return (*rep).Summary
+}
+
+// flag marks the entry of k in rep as drifting, for why; rep may be nil.
+func flag(rep *Report, k Key, why string) {
+	if rep == nil {
+		return
+	}
+	for i := range rep.Associations {
+		e := &rep.Associations[i]
+		if e.Account == k.Account && e.User == k.User && e.Partition == k.Partition && e.Computed != nil && e.Reported != nil {
+			if e.Status == StatusOK {
+				e.Status = StatusDrift
+				rep.Summary.Counts[StatusOK]--
+				rep.Summary.Counts[StatusDrift]++
+			}
+			e.Notes = append(e.Notes, why)
+			return
+		}
+	}
+}
+
+// notYetComputed: slurmctld leaves NormUsage unset (blank) on
+// associations added since its last decay pass, and their factor at 0 and
+// LevelFS at 0 until the pass; that is not drift.
+func notYetComputed(out *sshare.Output, r *sshare.Row) bool {
+	return r.Depth > 0 && math.IsNaN(r.NormUsage) && out.Has(sshare.NormUsage)
+}
+
+// widenForLag allows each value to be anywhere between the replay and the
+// replay lagged by one decay pass: slurmctld computes classic effective
+// usage at the start of each pass.
+func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw map[Key]float64, damp float64) {
+	prev := make([]float64, rt.Len())
+	for i := range prev {
+		a := rt.Association(i)
+		v, ok := prevRaw[Key{Account: a.Account, User: a.User, Partition: a.Partition}]
+		if !ok {
+			v = a.RawUsage
+		}
+		prev[i] = v
+	}
+	lagged := rt.ClassicLagged(prev, damp)
+	for i := range bounds {
+		b, r, l := &bounds[i], &replay[i], &lagged[i]
+		b.NormUsage += absDiff(r.NormUsage, l.NormUsage)
+		b.EffectiveUsage += absDiff(r.EffectiveUsage, l.EffectiveUsage)
+		b.FairShare += absDiff(r.FairShare, l.FairShare)
+	}
+}
+
+func absDiff(a, b float64) float64 {
+	d := math.Abs(a - b)
+	if math.IsNaN(d) {
+		return 0
+	}
+	return d
+}
+
+// formulaRanks compares Fair Tree ranks (FairShare × user associations:
+// one swap moves FairShare by only 1/N) with the replay's rank range.
+func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay []fairshare.Values) result.Drift {
+	d := result.Drift{Kind: result.DriftFormula, Value: "rank"}
+	users := float64(rt.Users())
+	for i := range replay {
+		a := rt.Association(i)
+		k := Key{Account: a.Account, User: a.User, Partition: a.Partition}
+		r, ok := c.ByKey[k]
+		if !ok || !a.IsUser() || math.IsNaN(r.FairShare) || notYetComputed(out, r) {
+			continue
+		}
+		rank := math.Round(r.FairShare * users)
+		off := rankOutside(rank, replay[i])
+		d.Max = math.Max(d.Max, off)
+		if off > 0 {
+			d.Beyond++
+			flag(c.Formula, k, fmt.Sprintf("rank %.0f reported, %s replayed", rank, rankRange(replay[i])))
+		}
+	}
+	return d
+}
+
+// rankOutside is how far rank lies outside v's rank range.
+func rankOutside(rank float64, v fairshare.Values) float64 {
+	lo, hi := float64(min(v.RankMin, v.RankMax)), float64(max(v.RankMin, v.RankMax))
+	return math.Max(0, math.Max(lo-rank, rank-hi))
+}
+
+func rankRange(v fairshare.Values) string {
+	lo, hi := min(v.RankMin, v.RankMax), max(v.RankMin, v.RankMax)
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
+}
+
+// usagePairs compares what Values do not hold, association by
+// association: shares, and under Fair Tree the rank the database's usage
+// gives against the one Slurm's usage gives.
+func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, fairTree, tieOrderKnown bool) (shares, rank result.Drift) {
+	shares = result.Drift{Kind: result.DriftUsage, Value: "shares"}
+	rank = result.Drift{Kind: result.DriftUsage, Value: "rank"}
+	idx := make(map[Key]int, rt.Len())
+	for j := range rt.Len() {
+		a := rt.Association(j)
+		idx[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = j
+	}
+	for i := range t.Len() {
+		a := t.Association(i)
+		k := Key{Account: a.Account, User: a.User, Partition: a.Partition}
+		j, ok := idx[k]
+		if !ok {
+			continue
+		}
+		r := rt.Association(j)
+		if a.Shares != r.Shares && a.Parent >= 0 {
+			shares.Beyond++
+			shares.Max = math.Max(shares.Max, math.Abs(float64(a.Shares)-float64(r.Shares)))
+			flag(c.Usage, k, fmt.Sprintf("shares %d in the database, %d in Slurm", a.Shares, r.Shares))
+		}
+		if fairTree && a.IsUser() {
+			off := rankOutside(float64(replay[j].Rank), own[i])
+			if tieOrderKnown {
+				off = math.Abs(float64(replay[j].Rank - own[i].Rank))
+			}
+			// the replay's own tie order is unknown too
+			off = math.Max(0, off-float64(replay[j].RankMax-replay[j].RankMin))
+			rank.Max = math.Max(rank.Max, off)
+			if off > 0 {
+				rank.Beyond++
+				flag(c.Usage, k, fmt.Sprintf("rank %s from the database's usage, %s from Slurm's", rankRange(own[i]), rankRange(replay[j])))
+			}
+		}
+	}
+	return shares, rank
+}
+
+// applied infers the algorithm slurmctld applies from its report: a
+// LevelFS column is Fair Tree; otherwise classic normalizes shares over
+// the whole cluster and Fair Tree among siblings (what slurmctld keeps
+// computing from when PriorityFlags change without a restart).
+func applied(out *sshare.Output, rt *fairshare.Tree, configured fairshare.Algorithm) fairshare.Algorithm {
+	if out.Has(sshare.LevelFS) {
+		return fairshare.AlgorithmFairTree
+	}
+	global := rt.Classic(fairshare.ClassicOptions{Dampening: 1})
+	sibling := rt.FairTree()
+	const eps = 2e-6 // sshare's six decimals
+	offGlobal, offSibling := 0, 0
+	for i := range out.Rows {
+		v := out.Rows[i].NormShares
+		if math.IsNaN(v) || i >= rt.Len() {
+			continue
+		}
+		if math.Abs(v-global[i].NormShares) > eps {
+			offGlobal++
+		}
+		if math.Abs(v-sibling[i].NormShares) > eps {
+			offSibling++
+		}
+	}
+	switch {
+	case offGlobal == 0 && configured != fairshare.AlgorithmFairTree:
+		return configured // classic and depth_oblivious normalize alike
+	case offGlobal == 0:
+		return fairshare.AlgorithmClassic
+	case offSibling == 0:
+		return fairshare.AlgorithmFairTree
+	}
+	return "unknown"
+}
