@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +14,7 @@ import (
 )
 
 type checkCmd struct {
-	SshareFile string  `name:"sshare-file" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode."`
+	SshareFile string  `name:"sshare-file" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n), of 'sshare --json -a' or a slurmrestd /slurm/v0.0.N/shares body (v0.0.40 on; JSON is told by its first non-blank byte, '{'). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode."`
 	Algorithm  string  `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64 `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
 	// serve's default is 1e-4 (docs/serve.md): a report there is compared
@@ -52,6 +53,7 @@ func (c *checkCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
+	out.FillMissingFactor(c.Dampening)
 	alg := fairshare.Algorithm(c.Algorithm)
 	if c.Algorithm == "auto" {
 		alg = fairshare.AlgorithmClassic
@@ -71,16 +73,27 @@ func (c *checkCmd) Run(env *runEnv) error {
 }
 
 // parseSshare reads sshare output, streamed and within sshare's limits
-// (MaxBytes, MaxRows); without a header, the algorithm tells the columns.
-// Output cut short or listing an association twice is an error: compared,
-// it would read as drift.
+// (MaxBytes, MaxRows; for JSON MaxJSONBytes, and memory bounded by the
+// rows): `sshare -a -l -P` text or, when its first byte other than a BOM
+// or white space is '{', `sshare --json` or a slurmrestd /shares body.
+// Text without a header takes its columns from the algorithm. Output cut
+// short or listing an association twice is an error: compared, it would
+// read as drift. The caller fills a FactorMissing report's factor.
 func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
-	var layout sshare.Layout
-	if algorithm != "auto" {
-		fairTree := algorithm == string(fairshare.AlgorithmFairTree)
-		layout = func(n int) ([]string, error) { return sshare.ColumnsForCount(n, fairTree) }
+	br := bufio.NewReader(r)
+	var out *sshare.Output
+	var err error
+	if bom, ok := startsJSON(br); ok {
+		br.Discard(bom)
+		out, err = sshare.ParseJSON(br)
+	} else {
+		var layout sshare.Layout
+		if algorithm != "auto" {
+			fairTree := algorithm == string(fairshare.AlgorithmFairTree)
+			layout = func(n int) ([]string, error) { return sshare.ColumnsForCount(n, fairTree) }
+		}
+		out, err = sshare.Parse(br, layout)
 	}
-	out, err := sshare.Parse(r, layout)
 	if errors.Is(err, sshare.ErrNoHeader) {
 		return nil, fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
 	}
@@ -91,6 +104,29 @@ func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// startsJSON reports whether the first byte of br after a UTF-8 BOM and
+// white space is '{', looking no further than br's buffer, and how long
+// the BOM is. Nothing is read: the text parser counts blank lines.
+func startsJSON(br *bufio.Reader) (bom int, ok bool) {
+	if b, _ := br.Peek(3); string(b) == "\ufeff" {
+		bom = 3
+	}
+	for i := bom; i < br.Size(); i++ {
+		b, err := br.Peek(i + 1)
+		if err != nil {
+			return 0, false
+		}
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{':
+			return bom, true
+		}
+		return 0, false
+	}
+	return 0, false
 }
 
 // writeReport prints the report and turns drift into exit status 1.

@@ -72,6 +72,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
+	reported.FillMissingFactor(in.Settings.Dampening)
 	// the comparison serve makes, association by association: the
 	// database against Slurm's usage, with Slurm's formula beside it
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,

@@ -87,7 +87,15 @@ func TestCheckInputStream(t *testing.T) {
 			}
 		}, "larger than the limit of 400000 rows"},
 		{"random bytes", nil, func(w io.Writer) error { _, err := io.Copy(w, rand.Reader); return err }, "fifo: "},
-		{"random bytes, algorithm given", []string{"--algorithm", "fair_tree"}, func(w io.Writer) error { _, err := io.Copy(w, rand.Reader); return err }, "fifo: sshare line 1: "},
+		// a first byte other than '{': random bytes starting with one read as JSON
+		{"random bytes, algorithm given", []string{"--algorithm", "fair_tree"}, func(w io.Writer) error {
+			_, err := io.Copy(w, io.MultiReader(strings.NewReader("x"), rand.Reader))
+			return err
+		}, "fifo: sshare line 1: "},
+		{"random bytes after '{'", nil, func(w io.Writer) error {
+			_, err := io.Copy(w, io.MultiReader(strings.NewReader("{"), rand.Reader))
+			return err
+		}, "fifo: shares JSON: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fifo := filepath.Join(t.TempDir(), "fifo")

@@ -59,10 +59,10 @@ type serveCmd struct {
 	ReportedSource   string        `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none."`
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
 	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
-	RestURL          string        `name:"slurmrestd.url" default:"http://localhost:6820" help:"slurmrestd base URL."`
-	RestVersion      string        `name:"slurmrestd.api-version" default:"v0.0.41" help:"slurmrestd API version of the shares endpoint (v0.0.40 and later)."`
+	RestURL          string        `name:"slurmrestd.url" default:"http://localhost:6820" help:"slurmrestd base URL: http(s)://host:port, or unix:///path/to/slurmrestd.socket for one listening on a unix socket (rest_auth/local: no token needed)."`
+	RestVersion      string        `name:"slurmrestd.api-version" help:"data_parser version of the shares endpoint, /slurm/<version>/shares (v0.0.40 and later; default: the newest of v0.0.45 to v0.0.40 the server serves, detected at the first request and again when it answers 404)."`
 	RestUser         string        `name:"slurmrestd.user" default:"root" help:"User name sent as X-SLURM-USER-NAME."`
-	RestTokenFile    string        `name:"slurmrestd.token-file" type:"path" help:"File holding the JWT sent as X-SLURM-USER-TOKEN, read at every request."`
+	RestTokenFile    string        `name:"slurmrestd.token-file" type:"path" help:"File holding the JWT sent as X-SLURM-USER-TOKEN, read at every request (required for an http(s) --slurmrestd.url; optional for a unix socket)."`
 
 	FormulaTolerance float64 `name:"drift.formula-tolerance" default:"1e-4" help:"Formula drift allowed on top of print precision (absolute)."`
 
@@ -113,8 +113,14 @@ func (s *serveCmd) Validate() error {
 		f.Close()
 		os.Remove(f.Name())
 	}
-	if s.ReportedSource == "slurmrestd" && s.RestTokenFile == "" && !s.Demo {
-		return errors.New("--reported.source slurmrestd: expected --slurmrestd.token-file")
+	if s.ReportedSource == "slurmrestd" && !s.Demo {
+		rest, err := sshare.NewREST(nil, s.RestURL, s.RestVersion, s.RestUser)
+		if err != nil {
+			return fmt.Errorf("--reported.source slurmrestd: %w", err)
+		}
+		if s.RestTokenFile == "" && !rest.Local() {
+			return errors.New("--reported.source slurmrestd with an http(s) --slurmrestd.url: expected --slurmrestd.token-file (a unix:/// socket served with rest_auth/local needs none)")
+		}
 	}
 	return s.mauiFlags.validate()
 }
@@ -258,16 +264,35 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		e.Report = func(ctx context.Context) (*sshare.Output, error) { return sshare.Run(ctx, s.SlurmConf) }
 		e.BootTime = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, s.SlurmConf) }
 	case "slurmrestd":
-		client := &http.Client{}
-		e.Report = func(ctx context.Context) (*sshare.Output, error) {
-			tok, err := os.ReadFile(s.RestTokenFile)
-			if err != nil {
-				return nil, fmt.Errorf("--slurmrestd.token-file: %w", err)
-			}
-			return sshare.FetchREST(ctx, client, s.RestURL, s.RestVersion, s.RestUser, strings.TrimSpace(string(tok)))
+		if e.Report, err = s.restReport(log); err != nil {
+			return nil, err
 		}
 	}
 	return e, nil
+}
+
+// restReport reads the shares from slurmrestd, with the token read from
+// --slurmrestd.token-file at every request when one is given. Without
+// --slurmrestd.api-version, the version is detected and logged.
+func (s *serveCmd) restReport(log zerolog.Logger) (func(context.Context) (*sshare.Output, error), error) {
+	rest, err := sshare.NewREST(nil, s.RestURL, s.RestVersion, s.RestUser)
+	if err != nil {
+		return nil, err
+	}
+	rest.Chose = func(v string) {
+		log.Info().Str("url", rest.String()).Str("api_version", v).Msg("slurmrestd: reading /shares at the newest data_parser version it serves")
+	}
+	return func(ctx context.Context) (*sshare.Output, error) {
+		var tok string
+		if s.RestTokenFile != "" {
+			b, err := os.ReadFile(s.RestTokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("--slurmrestd.token-file: %w", err)
+			}
+			tok = strings.TrimSpace(string(b))
+		}
+		return rest.Fetch(ctx, tok)
+	}, nil
 }
 
 func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collector.Collector, ready func() bool) error {

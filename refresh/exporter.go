@@ -240,14 +240,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 	if !r.boot.IsZero() {
 		e.boot = r.boot
 	}
-	if r.out.FactorMissing {
-		// slurmrestd 23.11-25.05 reports factor 0 in classic mode: the
-		// factor is what Slurm's formula makes of its own numbers.
-		for i := range r.out.Rows {
-			row := &r.out.Rows[i]
-			row.FairShare = fairshare.ClassicFactor(row.EffectvUsage, row.NormShares, float64(e.Conf.FairShareDampeningFactor))
-		}
-	}
+	r.out.FillMissingFactor(float64(e.Conf.FairShareDampeningFactor))
 	raw := rawByKey(r.out)
 	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}}
 	if p := e.report; p != nil {

@@ -115,8 +115,23 @@ type Output struct {
 	Release string
 	// FactorMissing: classic-mode JSON from 23.11 to 25.05 reports every
 	// FairShare as 0, so ParseJSON leaves it NaN for the caller to compute
-	// as 2^(-EffectvUsage/NormShares/FairShareDampeningFactor).
+	// with FillMissingFactor.
 	FactorMissing bool
+}
+
+// FillMissingFactor computes the FairShare a report leaves out
+// (FactorMissing; nothing otherwise) as the classic factor
+// 2^(-EffectvUsage/NormShares/dampening) on every row: Slurm's formula
+// applied to Slurm's own numbers. dampening is FairShareDampeningFactor.
+// serve and check both fill a report with it before comparing.
+func (o *Output) FillMissingFactor(dampening float64) {
+	if !o.FactorMissing {
+		return
+	}
+	for i := range o.Rows {
+		r := &o.Rows[i]
+		r.FairShare = fairshare.ClassicFactor(r.EffectvUsage, r.NormShares, dampening)
+	}
 }
 
 // Has reports whether the output has the column.
