@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // TestCheckInput: --sshare-file that is cut short, lists an association
@@ -119,7 +120,7 @@ func TestCheckInputStream(t *testing.T) {
 			start := time.Now()
 			var code int
 			var errOut string
-			peak := heapRise(func() { stop.Store(true) }, func() { code, _, errOut = runCLI(t, append([]string{"check", "--sshare-file", fifo}, tc.args...)...) })
+			peak := testenv.HeapRise(func() { stop.Store(true) }, func() { code, _, errOut = runCLI(t, append([]string{"check", "--sshare-file", fifo}, tc.args...)...) })
 			took := time.Since(start)
 			stop.Store(true)
 			// a check that never opened the FIFO leaves the feed waiting
@@ -152,36 +153,4 @@ func (s *stopWriter) Write(p []byte) (int, error) {
 		return 0, io.ErrClosedPipe
 	}
 	return s.w.Write(p)
-}
-
-// heapRise runs f and returns how far HeapInuse rose, sampled every 5 ms;
-// past 1 GiB it calls abort once.
-func heapRise(abort, f func()) uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak atomic.Uint64
-	done, sampled := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > base && ms.HeapInuse-base > peak.Load() {
-				peak.Store(ms.HeapInuse - base)
-			}
-			if peak.Load() > 1<<30 {
-				abort()
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	f()
-	close(done)
-	<-sampled
-	return peak.Load()
 }

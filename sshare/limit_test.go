@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,42 +22,6 @@ import (
 // heapBound is what a flood may add to the heap: MaxRows rows are 74 MB,
 // measured peaks 100 to 165 MB. Before the limits, floods took gigabytes.
 const heapBound = 256 << 20
-
-// heapPeak runs f and returns how far the heap (HeapInuse) rose above
-// where it was, sampled every 5 ms. Past 1 GiB it calls abort, so that a
-// flood that is not bounded fails the test instead of the machine.
-func heapPeak(abort func(), f func()) uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > base && m.HeapInuse-base > peak.Load() {
-				peak.Store(m.HeapInuse - base)
-			}
-			if peak.Load() > 1<<30 && abort != nil {
-				abort()
-				abort = nil
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	f()
-	close(done)
-	<-sampled
-	return peak.Load()
-}
 
 // TestRunFlood: a stand-in sshare that floods stdout or stderr is killed
 // as soon as it passes a limit, well before the timeout, with an error
@@ -85,7 +48,7 @@ func TestRunFlood(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			var err error
-			peak := heapPeak(cancel, func() { _, err = tc.run(ctx, "x") })
+			peak := testenv.HeapRise(cancel, func() { _, err = tc.run(ctx, "x") })
 			took := time.Since(start)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrTooLarge) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
@@ -214,7 +177,7 @@ func TestFetchRESTFlood(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			var err error
-			peak := heapPeak(cancel, func() { _, err = FetchREST(ctx, srv.Client(), srv.URL, "v0.0.44", "", "") })
+			peak := testenv.HeapRise(cancel, func() { _, err = FetchREST(ctx, srv.Client(), srv.URL, "v0.0.44", "", "") })
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrTooLarge) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
