@@ -64,7 +64,11 @@ var (
 		with("algorithm")...)
 	descLevelFS = desc("fairshare", "level_fs", "Fair Tree LevelFS (normalized shares over effective usage among siblings; +Inf at zero usage), as of the last refresh.",
 		assocLabels...)
-	descRank = desc("fairshare", "rank", "Fair Tree rank of a user association (FairShare = rank / user associations), as of the last refresh.",
+	descRank = desc("fairshare", "rank", "Fair Tree rank of a user association (FairShare = rank / user associations: the highest rank is first in Fair Tree order, 1 last), as of the last refresh.",
+		assocLabels...)
+	descSubtreeRankMax = desc("fairshare", "subtree_rank_max", "Fair Tree: the highest rank of the user associations under an account (its first user in Fair Tree order), on account rows, as of the last refresh.",
+		assocLabels...)
+	descSubtreeRankMin = desc("fairshare", "subtree_rank_min", "Fair Tree: the lowest rank of the user associations under an account (its last user in Fair Tree order), on account rows, as of the last refresh.",
 		assocLabels...)
 	descReportedFactor = desc("fairshare", "reported_factor", "FairShare as Slurm reports it (sshare or slurmrestd); absent when no report is fresh.",
 		assocLabels...)
@@ -236,12 +240,18 @@ func b2f(b bool) float64 {
 // collectClusterAssocs sends a cluster's association series. By default
 // an association gets at most eight: shares, usage, and what the
 // configured algorithm makes of them (normalized shares, factor, and
-// classic's effective usage or Fair Tree's level_fs and rank), and Slurm's
-// reported factor and usage: some 800k series at 100k associations. extended adds per-TRES usage,
-// normalized usage, uncharged usage, the other algorithm's values and the
-// what-if factors (ticket_based, maui): 17 and more per association.
+// classic's effective usage or Fair Tree's level_fs and rank; an account
+// row, which has no factor or rank, the block of ranks of the users under
+// it instead), and Slurm's reported factor and usage: some 800k series at
+// 100k associations. extended adds per-TRES usage, normalized usage,
+// uncharged usage, the other algorithm's values and the what-if factors
+// (ticket_based, maui): 17 and more per association.
 func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 	fairTree := cl.Algorithm == fairshare.AlgorithmFairTree
+	var rankLo, rankHi []int32
+	if fairTree || extended {
+		rankLo, rankHi = subtreeRanks(cl.Assocs)
+	}
 	// one label buffer for every sample: the sinks keep no label slice,
 	// and a slice per sample was most of a publish's garbage at 100k
 	lb := make([]string, len(assocLabels)+1)
@@ -279,6 +289,10 @@ func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 			if a.FairTree.Rank > 0 {
 				set(descRank, float64(a.FairTree.Rank))
 			}
+			if a.User == "" && rankHi[i] > 0 {
+				set(descSubtreeRankMax, float64(rankHi[i]))
+				set(descSubtreeRankMin, float64(rankLo[i]))
+			}
 		}
 		set(descReportedFactor, a.ReportedFactor)
 		set(descReportedUsage, a.ReportedUsage)
@@ -293,6 +307,52 @@ func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 		set(descFactor, a.Maui, "maui")
 		set(descUncharged, a.Uncharged)
 	}
+}
+
+// subtreeRanks gives each account row of as the lowest and highest Fair
+// Tree rank of the user associations under it (0 where it has none), from
+// the associations given: Fair Tree ranks the users of a subtree one after
+// another, so an account's users hold one block of ranks, and where that
+// block lies is what the account's LevelFS among its siblings decided.
+func subtreeRanks(as []result.Association) (lo, hi []int32) {
+	lo, hi = make([]int32, len(as)), make([]int32, len(as))
+	account := make(map[string]int32)
+	for i := range as {
+		if as[i].User == "" {
+			account[as[i].Account] = int32(i)
+		}
+	}
+	// up is each account row's parent row (-1: root, or its parent left
+	// out by the cardinality controls)
+	up := make([]int32, len(as))
+	for i := range as {
+		up[i] = -1
+		if p, ok := account[as[i].Parent]; ok && as[i].User == "" && as[i].Parent != "" {
+			up[i] = p
+		}
+	}
+	for i := range as {
+		r := as[i].FairTree.Rank
+		if as[i].User == "" || r <= 0 {
+			continue
+		}
+		p, ok := account[as[i].Parent]
+		if !ok {
+			continue
+		}
+		// bounded: account names are unique, so the parent links make a
+		// tree, but a loop in bad data must not hang a publish
+		for steps := 0; p >= 0 && steps < len(as); steps++ {
+			if hi[p] == 0 || r > hi[p] {
+				hi[p] = r
+			}
+			if lo[p] == 0 || r < lo[p] {
+				lo[p] = r
+			}
+			p = up[p]
+		}
+	}
+	return lo, hi
 }
 
 // collectCluster sends a cluster's own series: drift, settings, times.

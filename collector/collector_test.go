@@ -201,6 +201,80 @@ func TestSeriesBudget(t *testing.T) {
 	}
 }
 
+// TestSubtreeRanks: by default under Fair Tree every account row carries
+// the block of ranks of the users under it (root: 1 to the number of
+// users), each user's rank lies in its account's block, and each block in
+// its parent's; under classic there are none.
+func TestSubtreeRanks(t *testing.T) {
+	snap := refresh.Demo(time.Now(), 400)
+	cl := &snap.Clusters[0]
+	_, text := publishedText(t, snap, false)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ account, user, partition string }
+	values := func(name string) (map[key]float64, map[key]string) {
+		v, parent := map[key]float64{}, map[key]string{}
+		for _, m := range mfs[name].GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			k := key{l["account"], l["user"], l["partition"]}
+			v[k], parent[k] = m.GetGauge().GetValue(), l["parent"]
+		}
+		return v, parent
+	}
+	hi, parents := values("slurmdbd_fairshare_subtree_rank_max")
+	lo, _ := values("slurmdbd_fairshare_subtree_rank_min")
+	rank, userParent := values("slurmdbd_fairshare_rank")
+	// the accounts with users under them, walking up from each user
+	parentOf := map[string]string{}
+	for _, a := range cl.Assocs {
+		if a.User == "" {
+			parentOf[a.Account] = a.Parent
+		}
+	}
+	users, withUsers := 0, map[string]bool{}
+	for _, a := range cl.Assocs {
+		if a.User != "" {
+			users++
+			for p := a.Parent; p != ""; p = parentOf[p] {
+				withUsers[p] = true
+			}
+		}
+	}
+	if len(hi) != len(withUsers) || len(lo) != len(withUsers) || len(withUsers) < 10 {
+		t.Fatalf("%d and %d account rows with subtree ranks, %d accounts with users under them", len(hi), len(lo), len(withUsers))
+	}
+	root := key{account: "root"}
+	if hi[root] != float64(users) || lo[root] != 1 {
+		t.Errorf("root's block %v..%v, want 1..%d", lo[root], hi[root], users)
+	}
+	for k, r := range rank {
+		a := key{account: userParent[k]}
+		if r < lo[a] || r > hi[a] {
+			t.Errorf("%v: rank %v outside its account's block %v..%v", k, r, lo[a], hi[a])
+		}
+	}
+	for k, p := range parents {
+		if p == "" {
+			continue
+		}
+		a := key{account: p}
+		if lo[k] > hi[k] || lo[k] < lo[a] || hi[k] > hi[a] {
+			t.Errorf("%s: block %v..%v, not inside its parent %s's %v..%v", k.account, lo[k], hi[k], p, lo[a], hi[a])
+		}
+	}
+	snap = refresh.Demo(time.Now(), 400)
+	snap.Clusters[0].Algorithm = fairshare.AlgorithmClassic
+	if _, text := publishedText(t, snap, false); strings.Contains(text, "slurmdbd_fairshare_subtree_rank_max{") {
+		t.Error("subtree ranks exported under classic without --collector.extended")
+	}
+}
+
 // publishedText publishes snap and reads /metrics back as plain text,
 // without the exporter's own live gauges.
 func publishedText(t *testing.T, snap *result.Snapshot, extended bool) (*Collector, string) {

@@ -20,49 +20,105 @@ const DemoAssociations = 400
 // synthetic tree with usage; the reported side is what slurmctld would
 // report for the same tree after losing one user's usage (as after a
 // reset or lost state), so the drift metrics have something to show.
+//
+// The synthetic source goes through the stages of a refresh (config,
+// connect, db, extras, reported, build, publish), each timed as the
+// refresh loop times the real ones, so that the stage metrics show what
+// they show on a real exporter: connect opens nothing, and publish is the
+// snapshot's assembly (the collector renders it afterwards).
 func Demo(now time.Time, n int) *result.Snapshot {
-	cl, err := Build(demoInputs(now, n))
+	stages := map[string]result.Stage{}
+	stage := func(name string, run func()) {
+		t0 := time.Now()
+		run()
+		stages[name] = result.Stage{Duration: time.Since(t0)}
+	}
+	in := demoSource(now, n, stage)
+	var cl result.Cluster
+	var err error
+	stage(StageBuild, func() { cl, err = Build(in) })
 	if err != nil {
 		panic(err)
 	}
-	return &result.Snapshot{
-		Clusters:  []result.Cluster{cl},
-		Sources:   map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
-		Stages:    map[string]result.Stage{},
-		Published: now,
-	}
+	var snap *result.Snapshot
+	stage(StagePublish, func() {
+		snap = &result.Snapshot{
+			Clusters:  []result.Cluster{cl},
+			Sources:   map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
+			ClusterUp: map[string]bool{in.Name: true},
+			Published: now,
+		}
+	})
+	snap.Stages = stages
+	return snap
 }
 
 // demoInputs are the demo cluster's inputs, with a report.
 func demoInputs(now time.Time, n int) *Inputs {
-	tree := fairshare.Synthetic(n, 4, 7)
-	n = tree.Len()
-	r := rand.New(rand.NewPCG(7, 7))
-	in := &Inputs{
-		Name: "demo",
-		Settings: Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
-			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}},
-		Tree:          tree,
-		TieOrderKnown: true,
-		TRES:          map[string][]float64{"cpu": make([]float64, n), "mem": make([]float64, n)},
-		Pending:       make([]bool, n),
-		MauiUsage:     make([]float64, n),
-		Maui:          fairshare.MauiConfig{Depth: 8, Decay: 1},
-		LastRollup:    now.Truncate(time.Hour),
-		Computed:      now,
-		Tolerance:     drift.DefaultTolerance,
-	}
-	in.Priorities = &Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
-		Cluster: priority.Cluster{CPUs: 4096, Nodes: 64, MaxPartition: 10, MaxQOS: 100}}
-	pc := &in.Priorities.Config
-	pc.Weights = priority.Factors{priority.Age: 1000, priority.FairShare: 100000, priority.JobSize: 1000, priority.Partition: 5000, priority.QOS: 10000, priority.TRES: 2000}
-	assocs := make([]fairshare.Association, n)
-	lost := -1
-	root := tree.Association(tree.Root()).RawUsage
-	for i := range assocs {
-		a := tree.Association(i)
-		in.TRES["cpu"][i] = a.RawUsage * (0.8 + 0.2*r.Float64())
-		in.TRES["mem"][i] = a.RawUsage * 4096 * r.Float64()
+	return demoSource(now, n, func(_ string, run func()) { run() })
+}
+
+// demoSource makes the demo cluster's inputs stage by stage, as a refresh
+// reads a real cluster's: stage runs each under its name.
+func demoSource(now time.Time, n int, stage func(name string, run func())) *Inputs {
+	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, LastRollup: now.Truncate(time.Hour), Computed: now}
+	stage(StageConfig, func() {
+		in.Settings = Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
+			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}}
+		in.Maui = fairshare.MauiConfig{Depth: 8, Decay: 1}
+		in.Priorities = &Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
+			Cluster: priority.Cluster{CPUs: 4096, Nodes: 64, MaxPartition: 10, MaxQOS: 100}}
+		pc := &in.Priorities.Config
+		pc.Weights = priority.Factors{priority.Age: 1000, priority.FairShare: 100000, priority.JobSize: 1000, priority.Partition: 5000, priority.QOS: 10000, priority.TRES: 2000}
+	})
+	// the synthetic source needs no connection: its random streams are
+	// what there is to open
+	var usage, jobs *rand.Rand
+	stage(StageConnect, func() { usage, jobs = rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 8)) })
+	stage(StageDB, func() {
+		in.Tree = fairshare.Synthetic(n, 4, 7)
+		n = in.Tree.Len()
+		in.TRES = map[string][]float64{"cpu": make([]float64, n), "mem": make([]float64, n)}
+		for i := range n {
+			a := in.Tree.Association(i)
+			in.TRES["cpu"][i] = a.RawUsage * (0.8 + 0.2*usage.Float64())
+			in.TRES["mem"][i] = a.RawUsage * 4096 * usage.Float64()
+		}
+	})
+	stage(StageExtras, func() { demoPending(in, now, jobs) })
+	stage(StageReported, func() {
+		// slurmctld's view: one user's usage lost
+		assocs := make([]fairshare.Association, n)
+		lost := false
+		for i := range assocs {
+			a := in.Tree.Association(i)
+			if !lost && a.IsUser() && a.RawUsage > 0 {
+				lost = true
+				a.RawUsage = 0
+			}
+			assocs[i] = a
+		}
+		sumSubtrees(assocs)
+		reported, err := fairshare.NewTree(assocs)
+		if err != nil {
+			panic(err)
+		}
+		in.Report = &Report{Out: SshareOf(reported, reported.FairTree()), At: now}
+	})
+	return in
+}
+
+// demoPending gives a quarter of the demo's users pending jobs, and every
+// association its share of the Maui windows.
+func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
+	t := in.Tree
+	n := t.Len()
+	in.Pending = make([]bool, n)
+	in.MauiUsage = make([]float64, n)
+	root := t.Association(t.Root()).RawUsage
+	for i := range n {
+		a := t.Association(i)
+		in.MauiUsage[i] = a.RawUsage / root
 		in.Pending[i] = a.IsUser() && r.IntN(4) == 0
 		for k := 0; in.Pending[i] && k < 1+r.IntN(5); k++ {
 			part, qos := "batch", "normal"
@@ -79,20 +135,7 @@ func demoInputs(now time.Time, n int) *Inputs {
 					TRES: map[string]float64{"cpu": cpus}, PartitionTRES: map[string]float64{"cpu": 4096},
 					PartitionFactor: map[string]float64{"batch": 10, "long": 2}[part], QOSPriority: map[string]float64{"normal": 10, "high": 100}[qos]}})
 		}
-		in.MauiUsage[i] = a.RawUsage / root
-		if lost < 0 && a.IsUser() && a.RawUsage > 0 {
-			lost = i
-			a.RawUsage = 0
-		}
-		assocs[i] = a
 	}
-	sumSubtrees(assocs)
-	reported, err := fairshare.NewTree(assocs)
-	if err != nil {
-		panic(err)
-	}
-	in.Report = &Report{Out: SshareOf(reported, reported.FairTree()), At: now}
-	return in
 }
 
 // SshareOf is what `sshare -a -l -m -P` prints for a tree with the given

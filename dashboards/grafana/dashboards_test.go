@@ -23,15 +23,11 @@ func generated(t *testing.T) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	for name, b := range All() {
-		d, err := b.Build()
+		j, err := JSON(b)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		j, err := json.MarshalIndent(d, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = append(j, '\n')
+		out[name] = j
 	}
 	return out
 }
@@ -59,7 +55,10 @@ type panel struct {
 	Description string
 	Datasource  struct{ Type, UID string }
 	FieldConfig struct {
-		Defaults struct{ Unit string }
+		Defaults struct {
+			Unit  string
+			Links []struct{ Title, URL string }
+		}
 	}
 	Targets []struct {
 		Expr, LegendFormat string
@@ -67,14 +66,26 @@ type panel struct {
 	}
 }
 
+type variable struct {
+	Name, Type, Definition, Regex string
+	Query                         any
+	Datasource                    *struct{ Type, UID string }
+	IncludeAll                    bool
+	Current                       struct{ Text, Value any }
+}
+
 type boardJSON struct {
+	Inputs []struct {
+		Name, Type, PluginID string
+	} `json:"__inputs"`
+	Requires []struct {
+		Type, ID, Version string
+	} `json:"__requires"`
+	UID        string
+	Links      []struct{ Type string }
 	Panels     []panel
 	Templating struct {
-		List []struct {
-			Name, Type string
-			Query      any
-			Datasource *struct{ Type, UID string }
-		}
+		List []variable
 	}
 }
 
@@ -142,8 +153,9 @@ func exported(t *testing.T) map[string][]string {
 
 // TestQueries: every query parses as PromQL and names only metrics and
 // labels the exporter (or its recording rules) has; every legend names
-// labels of its query's metrics; no query pins a job or an instance; rate
-// windows follow $__rate_interval.
+// labels of its query's metrics; every selector picks the exporter with
+// the job and instance variables, and none pins a job or an instance;
+// rate windows follow $__rate_interval.
 func TestQueries(t *testing.T) {
 	known := exported(t)
 	legend := regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
@@ -173,16 +185,26 @@ func TestQueries(t *testing.T) {
 						for _, l := range have {
 							labels[l] = true
 						}
+						labels["job"], labels["instance"] = true, true
+						picked := map[string]bool{}
 						for _, m := range n.LabelMatchers {
 							if m.Name == "__name__" {
 								continue
 							}
 							if m.Name == "job" || m.Name == "instance" {
-								t.Errorf("%s: hard-coded %s", where, m.Name)
+								// promQL turned the variable into x
+								if m.Type.String() != "=~" || m.Value != "x" {
+									t.Errorf("%s: %s %s %q: expected %s=~\"$%s\"", where, n.Name, m.Name, m.Value, m.Name, m.Name)
+								}
+								picked[m.Name] = true
+								continue
 							}
 							if !slices.Contains(have, m.Name) {
 								t.Errorf("%s: %s has no label %s", where, n.Name, m.Name)
 							}
+						}
+						if !picked["job"] || !picked["instance"] {
+							t.Errorf("%s: %s without job=~\"$job\" and instance=~\"$instance\"", where, n.Name)
 						}
 					case *parser.Call:
 						if slices.Contains([]string{"rate", "irate", "increase", "delta", "deriv"}, n.Func.Name) && !strings.Contains(target.Expr, "[$__rate_interval]") {
@@ -272,5 +294,130 @@ func TestLint(t *testing.T) {
 				t.Errorf("%s: variable %s is never used", name, v)
 			}
 		}
+	}
+}
+
+// TestImportable: each dashboard imports from a file or grafana.com
+// asking for the Prometheus data source (__inputs, which the datasource
+// variable defaults to), lists what it needs (__requires: Grafana, the
+// Prometheus data source, each panel plugin used), lets the exporter be
+// chosen (job and instance variables) and links to the other dashboards.
+func TestImportable(t *testing.T) {
+	for name, b := range boards(t) {
+		if len(b.Inputs) != 1 || b.Inputs[0].Name != "DS_PROMETHEUS" || b.Inputs[0].Type != "datasource" || b.Inputs[0].PluginID != "prometheus" {
+			t.Errorf("%s: __inputs %+v: expected the one Prometheus data source DS_PROMETHEUS", name, b.Inputs)
+		}
+		need := map[string]bool{"grafana/grafana": true, "datasource/prometheus": true}
+		for _, p := range b.Panels {
+			if p.Type != "row" {
+				need["panel/"+p.Type] = true
+			}
+		}
+		for _, r := range b.Requires {
+			if !need[r.Type+"/"+r.ID] {
+				t.Errorf("%s: __requires %s %s, which it does not use", name, r.Type, r.ID)
+			}
+			delete(need, r.Type+"/"+r.ID)
+		}
+		for n := range need {
+			t.Errorf("%s: %s missing from __requires", name, n)
+		}
+		vars := map[string]variable{}
+		for _, v := range b.Templating.List {
+			vars[v.Name] = v
+		}
+		if v := vars["datasource"]; v.Current.Value != "${DS_PROMETHEUS}" {
+			t.Errorf("%s: the datasource variable defaults to %v, not the imported ${DS_PROMETHEUS}", name, v.Current.Value)
+		}
+		if vars["job"].Type != "query" || vars["instance"].Type != "query" {
+			t.Errorf("%s: no job and instance variables", name)
+		}
+		if len(b.Links) == 0 || b.Links[0].Type != "dashboards" {
+			t.Errorf("%s: no link to the other dashboards", name)
+		}
+	}
+}
+
+// TestDescriptions: every panel's description says where its values come
+// from: it names a metric or recorded series its queries read.
+func TestDescriptions(t *testing.T) {
+	known := exported(t)
+	for name, b := range boards(t) {
+		for _, p := range b.Panels {
+			if p.Type == "row" {
+				continue
+			}
+			named := false
+			for _, tg := range p.Targets {
+				expr, err := parser.ParseExpr(promQL(tg.Expr))
+				if err != nil {
+					continue // TestQueries reports it
+				}
+				parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+					if vs, ok := n.(*parser.VectorSelector); ok && strings.Contains(p.Description, vs.Name) {
+						if _, ok := known[vs.Name]; ok {
+							named = true
+						}
+					}
+					return nil
+				})
+			}
+			if !named {
+				t.Errorf("%s: %q: the description names none of the metrics its queries read", name, p.Title)
+			}
+		}
+	}
+}
+
+// TestLinks: every data link opens a bundled dashboard with variables it
+// has; the overview's consumers and lowest factors open the drill-down
+// on the account and user clicked.
+func TestLinks(t *testing.T) {
+	all := boards(t)
+	byUID := map[string]boardJSON{}
+	for _, b := range all {
+		byUID[b.UID] = b
+	}
+	link := regexp.MustCompile(`^/d/([\w-]+)/\?(.*)$`)
+	toUser := 0
+	for name, b := range all {
+		for _, p := range b.Panels {
+			for _, l := range p.FieldConfig.Defaults.Links {
+				m := link.FindStringSubmatch(l.URL)
+				if m == nil {
+					t.Errorf("%s: %q: link %s is not to a dashboard", name, p.Title, l.URL)
+					continue
+				}
+				to, ok := byUID[m[1]]
+				if !ok {
+					t.Errorf("%s: %q: link to %s, which is not bundled", name, p.Title, m[1])
+					continue
+				}
+				has := map[string]bool{}
+				for _, v := range to.Templating.List {
+					has[v.Name] = true
+				}
+				for _, param := range strings.Split(m[2], "&") {
+					v, ok := strings.CutPrefix(param, "var-")
+					if !ok {
+						if s := grafanaVar.FindStringSubmatch(param); s != nil && !strings.HasPrefix(s[1], "__") {
+							v = s[1]
+						} else {
+							continue
+						}
+					}
+					v, _, _ = strings.Cut(v, "=")
+					if !has[v] {
+						t.Errorf("%s: %q: link sets %s, which %s does not have", name, p.Title, v, m[1])
+					}
+				}
+				if name == "fairshare-overview.json" && strings.Contains(l.URL, "var-account=") && strings.Contains(l.URL, "var-user=") {
+					toUser++
+				}
+			}
+		}
+	}
+	if toUser < 2 {
+		t.Errorf("%d overview panels drill down to an association, want the top users and the lowest factors", toUser)
 	}
 }
