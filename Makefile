@@ -36,12 +36,12 @@ bench:
 ## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)
 bench-scale:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
-	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m .
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m ./e2e
 
 ## load: 1000 scrapes from 100 clients with TLS and basic auth against serve --demo with 11,112 associations (docs/performance.md)
 load:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
-	$(GO) test -count=1 -run '^TestLoadTLSBasicAuth$$' -v . | grep -E 'load_test|^(ok|FAIL|---)'
+	$(GO) test -count=1 -run '^TestLoadTLSBasicAuth$$' -v ./e2e | grep -E 'load_test|^(ok|FAIL|---)'
 
 ## demo: serve the bundled synthetic cluster (serve --demo) on :10819 and show some of its metrics
 demo: build
@@ -63,7 +63,7 @@ dashboards:
 
 ## golden: recapture testdata/slurm-22.05 from real Slurm (about 9 minutes, root)
 golden:
-	CI= $(GO) test -count=1 -timeout 30m -run TestRealSlurmReplay -update -v .
+	CI= $(GO) test -count=1 -timeout 30m -run TestRealSlurmReplay -update -v ./e2e
 
 ## fuzz: each fuzz target (sshare text and JSON parsers, slurm.conf reader, TRES strings) for FUZZTIME
 FUZZTIME ?= 2m

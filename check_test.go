@@ -27,6 +27,27 @@ func readTestdata(t *testing.T, name string) []byte {
 	return b
 }
 
+// replay runs the check command on a capture and decodes its JSON.
+func replay(t *testing.T, capture []byte, args ...string) *drift.Report {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "sshare.txt")
+	if err := os.WriteFile(f, capture, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, append([]string{"check", "--sshare-file", f, "--output", "json"}, args...)...)
+	if code == exitError {
+		t.Fatalf("check exited %d: %s", code, stderr)
+	}
+	var rep drift.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("check --output json: %v\n%s", err, stdout)
+	}
+	if (code == 0) != rep.OK() {
+		t.Errorf("check exited %d but its report says ok=%v", code, rep.OK())
+	}
+	return &rep
+}
+
 // TestNewerSlurmReplay replays real captures of Slurm 24.11 and 25.11
 // (../shared/slurm-captures). Fair Tree replays to print precision, idle or
 // running; classic captures were taken while jobs ran and show the one-pass

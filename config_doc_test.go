@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/alecthomas/kong"
 )
+
+var update = flag.Bool("update", false, "rewrite docs/configuration.md (TestConfigurationDoc)")
 
 // configurationDoc renders docs/configuration.md from the command line's
 // own model, so that the table cannot miss a flag or show a stale default.
@@ -25,7 +28,14 @@ func configurationDoc(t *testing.T) []byte {
 		"Every flag is also an environment variable (shown under it) and a key of the\n" +
 		"JSON file given to `--config.file`; a flag overrides the environment, which\n" +
 		"overrides the file. The database DSN is read from `--dsn-file` or\n" +
-		"`$SLURMDBD_EXPORTER_DSN`, never from the command line.\n")
+		"`$SLURMDBD_EXPORTER_DSN`, never from the command line.\n\n" +
+		"One name per concept across commands. The names check used before\n" +
+		"are kept as hidden aliases, on the command line and in the file, until\n" +
+		"the next release: `--sshare-timeout` (now `--reported.timeout`),\n" +
+		"`--usage-tolerance`, `--factor-tolerance` and `--tolerance` (now\n" +
+		"`--drift.usage-tolerance`, `--drift.factor-tolerance`,\n" +
+		"`--drift.formula-tolerance`); their environment variables are the new\n" +
+		"names'.\n")
 	table := func(title string, flags []*kong.Flag) {
 		fmt.Fprintf(&b, "\n## %s\n\n| flag | default | meaning |\n|---|---|---|\n", title)
 		for _, f := range flags {

@@ -167,15 +167,21 @@ func flag(rep *Report, k Key, why string) {
 	for i := range rep.Associations {
 		e := &rep.Associations[i]
 		if e.Account == k.Account && e.User == k.User && e.Partition == k.Partition && e.Computed != nil && e.Reported != nil {
-			if e.Status == StatusOK {
-				e.Status = StatusDrift
-				rep.Summary.Counts[StatusOK]--
-				rep.Summary.Counts[StatusDrift]++
-			}
-			e.Notes = append(e.Notes, why)
+			flagEntry(rep, i, why)
 			return
 		}
 	}
+}
+
+// flagEntry marks rep's entry i as drifting, for why.
+func flagEntry(rep *Report, i int, why string) {
+	e := &rep.Associations[i]
+	if e.Status == StatusOK {
+		e.Status = StatusDrift
+		rep.Summary.Counts[StatusOK]--
+		rep.Summary.Counts[StatusDrift]++
+	}
+	e.Notes = append(e.Notes, why)
 }
 
 // notYetComputed: slurmctld leaves NormUsage unset (blank) on
@@ -216,15 +222,16 @@ func absDiff(a, b float64) float64 {
 }
 
 // formulaRanks compares Fair Tree ranks (FairShare × user associations:
-// one swap moves FairShare by only 1/N) with the replay's rank range.
+// one swap moves FairShare by only 1/N) with the replay's rank range. The
+// replay's tree has a node per row, in the rows' order: rows are taken by
+// index, as two rows of one user in two partitions share a key without
+// sshare -m.
 func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay []fairshare.Values) result.Drift {
 	d := result.Drift{Kind: result.DriftFormula, Value: "rank"}
 	users := float64(rt.Users())
 	for i := range replay {
-		a := rt.Association(i)
-		k := Key{Account: a.Account, User: a.User, Partition: a.Partition}
-		r, ok := c.ByKey[k]
-		if !ok || !a.IsUser() || math.IsNaN(r.FairShare) || notYetComputed(out, r) {
+		a, r := rt.Association(i), &out.Rows[i]
+		if !a.IsUser() || math.IsNaN(r.FairShare) || notYetComputed(out, r) {
 			continue
 		}
 		rank := math.Round(r.FairShare * users)
@@ -232,7 +239,10 @@ func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay
 		d.Max = math.Max(d.Max, off)
 		if off > 0 {
 			d.Beyond++
-			flag(c.Formula, k, fmt.Sprintf("rank %.0f reported, %s replayed", rank, rankRange(replay[i])))
+			if c.Formula != nil {
+				// entries follow the report's rows
+				flagEntry(c.Formula, i, fmt.Sprintf("rank %.0f reported, %s replayed", rank, rankRange(replay[i])))
+			}
 		}
 	}
 	return d

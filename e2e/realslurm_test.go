@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -22,11 +22,11 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/slurm-22.05 from the real-Slurm run (TestRealSlurmReplay), docs/configuration.md (TestConfigurationDoc)")
+var update = flag.Bool("update", false, "rewrite testdata/slurm-22.05 from the real-Slurm run (TestRealSlurmReplay)")
 
 // goldenDir holds sshare output captured from real Slurm 22.05 by
-// TestRealSlurmReplay (go test -run TestRealSlurmReplay -update).
-const goldenDir = "testdata/slurm-22.05"
+// TestRealSlurmReplay (make golden).
+const goldenDir = "../testdata/slurm-22.05"
 
 // goldenTree is built with sacctmgr: five levels (root, phys, theory, qcd,
 // carol), FairShare=parent on an account (grp) and a user (bob), a user
@@ -311,14 +311,9 @@ func replay(t *testing.T, capture []byte, args ...string) *drift.Report {
 	if err := os.WriteFile(f, capture, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	code := run(append([]string{"check", "--sshare-file", f, "--output", "json"}, args...), &stdout, &stderr)
+	code, rep, stderr := checkJSON(t, append([]string{"--sshare-file", f}, args...)...)
 	if code == exitError {
-		t.Fatalf("check exited %d: %s", code, stderr.String())
-	}
-	var rep drift.Report
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("check --output json: %v\n%s", err, stdout.String())
+		t.Fatalf("check exited %d: %s", code, stderr)
 	}
 	if (code == 0) != rep.OK() {
 		t.Errorf("check exited %d but its report says ok=%v", code, rep.OK())
@@ -462,16 +457,20 @@ func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 }
 
 // runDatabaseCheck runs check in database mode against the cluster as a
-// SELECT-only user, sshare run by check itself, and decodes its JSON.
+// SELECT-only user, sshare run by check itself.
 func runDatabaseCheck(t *testing.T, c *slurmharness.Cluster) (code int, rep drift.Report, stderr string) {
 	t.Helper()
-	dsnFile := readerDSNFile(t, c)
-	var out, errOut bytes.Buffer
-	code = run([]string{"check", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--output", "json"}, &out, &errOut)
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("check database mode exited %d: %v\n%s\n%s", code, err, out.String(), errOut.String())
+	return checkJSON(t, "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf)
+}
+
+// checkJSON runs the check command with args and decodes its JSON report.
+func checkJSON(t *testing.T, args ...string) (code int, rep drift.Report, stderr string) {
+	t.Helper()
+	code, out, stderr := runExporter(t, append([]string{"check", "--output", "json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("check %v exited %d: %v\n%s\n%s", args, code, err, out, stderr)
 	}
-	return code, rep, errOut.String()
+	return code, rep, stderr
 }
 
 // readerDSNFile creates a SELECT-only database user for the exporter and
@@ -479,11 +478,7 @@ func runDatabaseCheck(t *testing.T, c *slurmharness.Cluster) (code int, rep drif
 func readerDSNFile(t testing.TB, c *slurmharness.Cluster) string {
 	t.Helper()
 	c.DB.CreateReader("exporter", "pw", "slurm_acct_db")
-	dsnFile := filepath.Join(t.TempDir(), "dsn")
-	if err := os.WriteFile(dsnFile, []byte(c.DB.DSN("exporter", "pw", "slurm_acct_db")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return dsnFile
+	return writeDSN(t, c.DB.DSN("exporter", "pw", "slurm_acct_db"))
 }
 
 // loadTwoAccounts builds the small tree several tests share: phys (40)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -33,13 +33,8 @@ func TestFaultSilentDatabase(t *testing.T) {
 			held = append(held, c) // never written to
 		}
 	}()
-	dir := t.TempDir()
-	dsn := filepath.Join(dir, "dsn")
-	conf := filepath.Join(dir, "slurm.conf")
-	os.WriteFile(dsn, []byte("exporter:pw@tcp("+l.Addr().String()+")/slurm_acct_db\n"), 0o600)
-	os.WriteFile(conf, []byte("ClusterName=c\nPriorityType=priority/multifactor\n"), 0o644)
 	t0 := time.Now()
-	s := startServeUntil(t, "/-/healthy", exporterBinary(t), os.Environ(), "--dsn-file", dsn, "--slurm-conf", conf, "--db.timeout", "60s", "--reported.source", "none")
+	s := startServeUntil(t, "/-/healthy", os.Environ(), append(standInArgs(t, l.Addr().String()), "--db.timeout", "60s", "--reported.source", "none")...)
 	if took := time.Since(t0); took > 20*time.Second {
 		t.Errorf("/-/healthy answered after %v: expected at once, not after --db.timeout (60 s)", took)
 	}
@@ -110,7 +105,7 @@ func TestFaultGrantMissing(t *testing.T) {
 // exit 129).
 func TestFaultHangup(t *testing.T) {
 	t.Parallel()
-	s := startServe(t, exporterBinary(t), os.Environ(), "--demo")
+	s := startServe(t, os.Environ(), "--demo")
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +140,7 @@ func TestFaultDriverLogJSON(t *testing.T) {
 			c.Close()
 		}
 	}()
-	dir := t.TempDir()
-	dsn := filepath.Join(dir, "dsn")
-	conf := filepath.Join(dir, "slurm.conf")
-	os.WriteFile(dsn, []byte("exporter:pw@tcp("+l.Addr().String()+")/slurm_acct_db\n"), 0o600)
-	os.WriteFile(conf, []byte("ClusterName=c\nPriorityType=priority/multifactor\n"), 0o644)
-	s := startServeUntil(t, "/-/healthy", exporterBinary(t), os.Environ(), "--dsn-file", dsn, "--slurm-conf", conf, "--refresh-interval", "1s", "--reported.source", "none")
+	s := startServeUntil(t, "/-/healthy", os.Environ(), append(standInArgs(t, l.Addr().String()), "--refresh-interval", "1s", "--reported.source", "none")...)
 	time.Sleep(2 * time.Second)
 	s.stop()
 	driver := 0
@@ -166,4 +156,15 @@ func TestFaultDriverLogJSON(t *testing.T) {
 	if driver == 0 {
 		t.Error("no message of the driver logged: the test no longer provokes one")
 	}
+}
+
+// standInArgs points serve at a stand-in database server listening at
+// addr, with a minimal slurm.conf.
+func standInArgs(t *testing.T, addr string) []string {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), "slurm.conf")
+	if err := os.WriteFile(conf, []byte("ClusterName=c\nPriorityType=priority/multifactor\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--dsn-file", writeDSN(t, "exporter:pw@tcp("+addr+")/slurm_acct_db"), "--slurm-conf", conf}
 }

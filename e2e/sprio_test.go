@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
@@ -27,6 +28,21 @@ type sprioRow struct {
 	norm, weighted       priority.Factors
 	tresNorm             map[string]float64
 	prio                 float64
+}
+
+// jobExplanation is what the test reads of explain --job --output json;
+// factors come in priority.Factor order.
+type jobExplanation struct {
+	Partition string    `json:"partition"`
+	Account   string    `json:"account"`
+	User      string    `json:"user"`
+	Priority  drift.Num `json:"priority"`
+	Factors   []struct {
+		Factor     string    `json:"factor"`
+		Normalized drift.Num `json:"normalized"`
+		Weight     float64   `json:"weight"`
+	} `json:"factors"`
+	TRES map[string]drift.Num `json:"tres"`
 }
 
 func parseSprio(t *testing.T, out string) map[string]sprioRow {
@@ -150,12 +166,11 @@ func TestSprioRealSlurm(t *testing.T) {
 	seen := 0
 	first := map[string]float64{} // job/partition: priority
 	for id, what := range pending {
-		var out, errOut bytes.Buffer
-		code := run([]string{"explain", "--job", id, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
-			"--reported.source", "none", "--output", "json"}, &out, &errOut)
-		var exps []JobExplanation
-		if err := json.Unmarshal(out.Bytes(), &exps); code != 0 || err != nil {
-			t.Fatalf("explain --job %s (%s): exit %d, %v\n%s\n%s", id, what, code, err, out.String(), errOut.String())
+		code, out, errOut := runExporter(t, "explain", "--job", id, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
+			"--reported.source", "none", "--output", "json")
+		var exps []jobExplanation
+		if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil {
+			t.Fatalf("explain --job %s (%s): exit %d, %v\n%s\n%s", id, what, code, err, out, errOut)
 		}
 		for _, x := range exps {
 			s, ok := sprio[id+"/"+x.Partition]
@@ -180,25 +195,22 @@ func TestSprioRealSlurm(t *testing.T) {
 	}
 	c.MustRun("scontrol", "update", "nodename=n1", "state=resume")
 	c.WaitRunning(2*time.Minute, started)
-	var out, errOut bytes.Buffer
-	code := run([]string{"explain", "--job", started, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
-		"--reported.source", "none", "--output", "json"}, &out, &errOut)
-	var exps []JobExplanation
-	if err := json.Unmarshal(out.Bytes(), &exps); code != 0 || err != nil || len(exps) != 1 {
-		t.Fatalf("explain --job %s --at (started since): exit %d, %v\n%s\n%s", started, code, err, out.String(), errOut.String())
+	code, out, errOut := runExporter(t, "explain", "--job", started, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
+		"--reported.source", "none", "--output", "json")
+	var exps []jobExplanation
+	if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil || len(exps) != 1 {
+		t.Fatalf("explain --job %s --at (started since): exit %d, %v\n%s\n%s", started, code, err, out, errOut)
 	}
 	if p := float64(exps[0].Priority); math.Abs(p-first[started+"/p1"]) > 2 {
 		t.Errorf("job %s after it started, --at when it was pending: priority %.0f, before %.0f", started, p, first[started+"/p1"])
 	}
-	out.Reset()
-	errOut.Reset()
-	if code := run([]string{"explain", "--job", held, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--reported.source", "none"}, &out, &errOut); code != 2 ||
-		!strings.Contains(errOut.String(), "held") {
-		t.Errorf("explain --job %s (held): exit %d, want 2 and a reason naming held jobs\n%s", held, code, errOut.String())
+	if code, _, errOut := runExporter(t, "explain", "--job", held, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--reported.source", "none"); code != 2 ||
+		!strings.Contains(errOut, "held") {
+		t.Errorf("explain --job %s (held): exit %d, want 2 and a reason naming held jobs\n%s", held, code, errOut)
 	}
 }
 
-func checkAgainstSprio(t *testing.T, what string, x JobExplanation, s sprioRow, reportedFS float64, maxAge float64) {
+func checkAgainstSprio(t *testing.T, what string, x jobExplanation, s sprioRow, reportedFS float64, maxAge float64) {
 	t.Helper()
 	const print7 = 0.5e-7 + 1e-9
 	for _, f := range x.Factors {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,20 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
-
-// exporterBinary builds the command once per test binary run.
-func exporterBinary(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "slurmdbd_exporter")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // served is a running `slurmdbd_exporter serve`.
 type served struct {
@@ -61,28 +50,19 @@ func (s *served) stop() {
 	})
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startServe runs the built binary with args and waits for /-/ready.
-func startServe(t testing.TB, bin string, env []string, args ...string) *served {
+func startServe(t testing.TB, env []string, args ...string) *served {
 	t.Helper()
-	return startServeUntil(t, "/-/ready", bin, env, args...)
+	return startServeUntil(t, "/-/ready", env, args...)
 }
 
 // startServeUntil runs the built binary with args and waits until path
 // answers 200.
-func startServeUntil(t testing.TB, path, bin string, env []string, args ...string) *served {
+func startServeUntil(t testing.TB, path string, env []string, args ...string) *served {
 	t.Helper()
 	addr := freeAddr(t)
 	s := &served{t: t, url: "http://" + addr, logs: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--web.listen-address", addr, "--log.format", "json", "--log.level", "debug"}, args...)...)
+	s.cmd = exec.Command(exporter, append([]string{"serve", "--web.listen-address", addr, "--log.format", "json", "--log.level", "debug"}, args...)...)
 	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
@@ -244,8 +224,7 @@ func TestServeRealSlurm(t *testing.T) {
 	c := slurmharness.Start(t, slurmharness.Config{CPUs: 1024, Enforce: "associations,limits"})
 	loadTwoAccounts(c, "dave")
 	dsnFile := readerDSNFile(t, c)
-	bin := exporterBinary(t)
-	s := startServe(t, bin, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
+	s := startServe(t, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--refresh-interval", "5s")
 	name := c.Name
 	up := func(src string) string { return series("slurmdbd_exporter_up", "source", src) }
 	prom := startPrometheus(t, strings.TrimPrefix(s.url, "http://"))
@@ -288,7 +267,7 @@ func TestServeRealSlurm(t *testing.T) {
 		t.Errorf("no reported usage for alice after 4 minutes of her job")
 	}
 
-	checkExplain(t, bin, c, dsnFile)
+	checkExplain(t, c, dsnFile)
 
 	// (a) PriorityFlags switched without a restart: slurmctld goes on from
 	// Fair Tree's sibling-normalized shares.
@@ -373,11 +352,22 @@ func promtool(t *testing.T, body []byte) {
 	}
 }
 
+// explanation is what checkExplain reads of explain --output json.
+type explanation struct {
+	Path []struct {
+		Account string `json:"account"`
+		User    string `json:"user"`
+	} `json:"path"`
+	Factors  map[string]drift.Num `json:"factors"`
+	Reported *drift.Num           `json:"reported_factor"`
+	Reason   string               `json:"reason"`
+}
+
 // checkExplain asks why alice's priority is what it is: the path from
 // root, her Fair Tree factor as slurmctld reports it, and a reason.
-func checkExplain(t *testing.T, bin string, c *slurmharness.Cluster, dsnFile string) {
+func checkExplain(t *testing.T, c *slurmharness.Cluster, dsnFile string) {
 	t.Helper()
-	cmd := exec.Command(bin, "explain", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--user", "alice", "--output", "json")
+	cmd := exec.Command(exporter, "explain", "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--user", "alice", "--output", "json")
 	cmd.Env = c.Env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -385,7 +375,7 @@ func checkExplain(t *testing.T, bin string, c *slurmharness.Cluster, dsnFile str
 	if err != nil {
 		t.Fatalf("explain: %v\n%s", err, stderr.String())
 	}
-	var exps []Explanation
+	var exps []explanation
 	if err := json.Unmarshal(out, &exps); err != nil || len(exps) != 1 {
 		t.Fatalf("explain --output json: %v, %d explanations\n%s", err, len(exps), out)
 	}

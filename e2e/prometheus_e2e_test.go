@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ var forMinutes = regexp.MustCompile(`(?m)^(\s+for: )(\d+)m$`)
 // expressions are the shipped ones, unchanged.
 func fastRules(t *testing.T) []byte {
 	t.Helper()
-	rules, err := os.ReadFile("dashboards/prometheus/rules.yml")
+	rules, err := os.ReadFile("../dashboards/prometheus/rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Faults against the built binary, with a throwaway MariaDB holding the
 // real Slurm 24.11 database of testdata/slurm-24.11 (cluster v2411) and
@@ -36,7 +36,6 @@ const faultOutage = 3 * time.Minute
 type faultEnv struct {
 	t       *testing.T
 	srv     *mariadbtest.Server
-	bin     string
 	dir     string
 	secret  string
 	dsnFile string
@@ -47,13 +46,12 @@ type faultEnv struct {
 func newFaultEnv(t *testing.T) *faultEnv {
 	t.Helper()
 	srv := mariadbtest.Start(t, "")
-	srv.Load("slurm_acct_db", filepath.Join("testdata", "slurm-24.11", "slurm_acct_db.sql.gz"))
-	f := &faultEnv{t: t, srv: srv, bin: exporterBinary(t), dir: t.TempDir(), secret: fmt.Sprintf("pw%016x", rand.Uint64())}
+	srv.Load("slurm_acct_db", filepath.Join("..", "testdata", "slurm-24.11", "slurm_acct_db.sql.gz"))
+	f := &faultEnv{t: t, srv: srv, dir: t.TempDir(), secret: fmt.Sprintf("pw%016x", rand.Uint64())}
 	srv.CreateReader("exporter", f.secret, "slurm_acct_db")
-	f.dsnFile = filepath.Join(f.dir, "dsn")
+	f.dsnFile = writeDSN(t, srv.DSN("exporter", f.secret, "slurm_acct_db"))
 	f.conf = filepath.Join(f.dir, "slurm.conf")
 	f.fakeBin = filepath.Join(f.dir, "bin")
-	f.write(f.dsnFile, srv.DSN("exporter", f.secret, "slurm_acct_db")+"\n")
 	// The capture's rows are of 2026-11-22 and the exporter computes at the
 	// wall clock: with a 1-hour half-life they fell out of the 40-half-life
 	// horizon two days later, and the bad rows below with them (CI found
@@ -94,7 +92,7 @@ func (f *faultEnv) serve(args ...string) *served {
 
 func (f *faultEnv) serveUntil(path string, args ...string) *served {
 	f.t.Helper()
-	s := startServeUntil(f.t, path, f.bin, f.env(), append([]string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf}, args...)...)
+	s := startServeUntil(f.t, path, f.env(), append([]string{"--dsn-file", f.dsnFile, "--slurm-conf", f.conf}, args...)...)
 	s.secret = f.secret
 	for _, file := range []string{"cmdline", "environ"} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", s.cmd.Process.Pid, file))
@@ -240,7 +238,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 func TestFaultReportedHang(t *testing.T) {
 	t.Parallel()
 	f := newFaultEnv(t)
-	capture, err := filepath.Abs(filepath.Join("testdata", "slurm-24.11", "sshare-a-l-P-m.txt"))
+	capture, err := filepath.Abs(filepath.Join("..", "testdata", "slurm-24.11", "sshare-a-l-P-m.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +535,7 @@ func TestFaultBadConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, f.bin, append(base, tc.args...)...)
+			cmd := exec.CommandContext(ctx, exporter, append(base, tc.args...)...)
 			var env []string
 			for _, kv := range f.env() {
 				if !strings.HasPrefix(kv, "SLURMDBD_EXPORTER_") {

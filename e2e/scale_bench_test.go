@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"compress/gzip"
@@ -107,7 +107,6 @@ func BenchmarkScale(b *testing.B) {
 	}
 
 	dsnFile := readerDSNFile(b, c)
-	bin := exporterBinary(b)
 	// what MariaDB read from disk (bytes): a cold start on a pool that
 	// lacks the pages waits on them
 	diskRead := func() int64 {
@@ -122,7 +121,7 @@ func BenchmarkScale(b *testing.B) {
 	// first scrape with factors and what MariaDB read from disk meanwhile
 	firstFactors := func(args ...string) (time.Duration, int64, *served) {
 		t0, read0 := time.Now(), diskRead()
-		s := startServeUntil(b, "/-/ready", bin, c.Env(), append([]string{"--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--log.level", "info"}, args...)...)
+		s := startServeUntil(b, "/-/ready", c.Env(), append([]string{"--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--log.level", "info"}, args...)...)
 		for {
 			if m, _ := s.scrape(); len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0 {
 				return time.Since(t0), diskRead() - read0, s

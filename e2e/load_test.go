@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"crypto/ecdsa"
@@ -55,7 +55,7 @@ func TestLoadTLSBasicAuth(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	var logs strings.Builder
-	cmd := exec.Command(exporterBinary(t), "serve", "--demo", "--demo.associations", strconv.Itoa(loadAssociations),
+	cmd := exec.Command(exporter, "serve", "--demo", "--demo.associations", strconv.Itoa(loadAssociations),
 		"--web.listen-address", addr, "--web.config.file", web)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
