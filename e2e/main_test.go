@@ -42,8 +42,16 @@ func TestMain(m *testing.M) {
 // runExporter runs one command of the binary to its end.
 func runExporter(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runExporterEnv(t, nil, args...)
+}
+
+// runExporterEnv is runExporter with env as the environment (nil: this
+// process's).
+func runExporterEnv(t testing.TB, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var o, e bytes.Buffer
 	cmd := exec.Command(exporter, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
 	var ee *exec.ExitError

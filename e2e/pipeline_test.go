@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,21 +26,11 @@ func TestOnePipeline(t *testing.T) {
 	}
 	f.fake("sshare", "cat "+abs)
 	run := func(args ...string) (int, []byte) {
-		cmd := exec.Command(exporter, args...)
-		cmd.Env = f.env()
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code, out, errOut := runExporterEnv(t, f.env(), args...)
 		if code == exitError {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
-		return code, out.Bytes()
+		return code, []byte(out)
 	}
 
 	s := f.serve("--reported.interval", "2s")

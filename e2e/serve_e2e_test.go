@@ -263,6 +263,13 @@ func TestServeRealSlurm(t *testing.T) {
 	if seen := prom.alertsSince(healthy); len(seen) > 0 {
 		t.Errorf("healthy run with jobs: Prometheus saw alerts %v", seen)
 	}
+	// a real install, default flags: every bundled panel has data, as
+	// on the demo (TestDashboards)
+	checked, problems := checkDashboards(t, prom.url, readDashboards(t, "../dashboards"))
+	for _, p := range problems {
+		t.Errorf("dashboards on real Slurm: %s", p)
+	}
+	t.Logf("dashboards on real Slurm: %d panel queries", checked)
 	if m[series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")] <= 0 {
 		t.Errorf("no reported usage for alice after 4 minutes of her job")
 	}
