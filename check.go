@@ -2,11 +2,17 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -14,13 +20,15 @@ import (
 )
 
 type checkCmd struct {
-	SshareFile string  `name:"sshare-file" type:"existingfile" help:"Output of 'sshare -a -l -P' (with or without -m, -n), of 'sshare --json -a' or a slurmrestd /slurm/v0.0.N/shares body (v0.0.40 on; JSON is told by its first non-blank byte, '{'). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode."`
-	Algorithm  string  `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
-	Dampening  float64 `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
+	SshareFile []string `name:"sshare-file" type:"existingfile" sep:"none" help:"Output of 'sshare -a -l -P' (with or without -m, -n), of 'sshare --json -a' or a slurmrestd /slurm/v0.0.N/shares body (v0.0.40 on; JSON is told by its first non-blank byte, '{'). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. Replay mode takes a series too: the flag repeated, in time order, and files of several snapshots each headed by a line '## <unix seconds>'; each snapshot is checked with the one before it as the reference of classic's one-pass lag. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode (once)."`
+	Algorithm  string   `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
+	Dampening  float64  `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
 	// serve's default is 1e-4 (docs/serve.md): a report there is compared
 	// with the database while slurmctld's passes go on
 	Tolerance float64 `name:"drift.formula-tolerance" aliases:"tolerance" default:"1e-6" help:"Formula drift allowed on top of what the inputs' precision explains (absolute; sshare prints 6 decimals)."`
 	Output    string  `default:"table" enum:"table,json" help:"Output format: table or json."`
+	// serve takes it from slurm.conf (refresh.Exporter.freshReport)
+	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
 	database
 }
@@ -32,8 +40,14 @@ func (c *checkCmd) Validate() error {
 	if !(c.Tolerance >= 0) {
 		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", c.Tolerance)
 	}
-	if c.SshareFile == "" && !c.database.enabled() {
+	if c.CalcPeriod < 0 {
+		return fmt.Errorf("--priority-calc-period %v: expected a duration >= 0", c.CalcPeriod)
+	}
+	if len(c.SshareFile) == 0 && !c.database.enabled() {
 		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")
+	}
+	if len(c.SshareFile) > 1 && c.database.enabled() {
+		return fmt.Errorf("--sshare-file given %d times: database mode compares one report with the database (a series is replay mode's)", len(c.SshareFile))
 	}
 	return c.database.validate()
 }
@@ -44,15 +58,20 @@ func (c *checkCmd) Run(env *runEnv) error {
 	if c.database.enabled() {
 		return c.runDatabase(env)
 	}
-	f, err := os.Open(c.SshareFile)
-	if err != nil {
-		return err
+	s := &series{c: c, env: env}
+	for _, name := range c.SshareFile {
+		if err := s.readFile(name); err != nil {
+			return err
+		}
 	}
-	defer f.Close()
-	out, err := parseSshare(f, c.SshareFile, c.Algorithm)
-	if err != nil {
-		return err
-	}
+	return s.finish()
+}
+
+// replay compares one report with its replay. prevRaw is RawUsage from
+// the report taken before slurmctld's last decay pass (nil: none; then
+// the one-pass lag is inferred from the report itself, drift.Input's
+// InferLag).
+func (c *checkCmd) replay(out *sshare.Output, prevRaw map[drift.Key]float64, name string) (*drift.Report, error) {
 	out.FillMissingFactor(c.Dampening)
 	alg := fairshare.Algorithm(c.Algorithm)
 	if c.Algorithm == "auto" {
@@ -61,15 +80,21 @@ func (c *checkCmd) Run(env *runEnv) error {
 			alg = fairshare.AlgorithmFairTree
 		}
 	}
-	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out}, true)
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
+		PrevRaw: prevRaw, InferLag: prevRaw == nil}, true)
 	if err != nil {
-		return fmt.Errorf("%s: %w", c.SshareFile, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	rep := cmp.Formula
-	if alg == fairshare.AlgorithmDepthOblivious {
-		rep.Note = depthObliviousNote
+	var notes []string
+	if cmp.Lag != "" {
+		notes = append(notes, cmp.Lag)
 	}
-	return writeReport(env, rep, c.Output)
+	if alg == fairshare.AlgorithmDepthOblivious {
+		notes = append(notes, depthObliviousNote)
+	}
+	rep.Note = strings.Join(notes, "; ")
+	return rep, nil
 }
 
 // parseSshare reads sshare output, streamed and within sshare's limits
@@ -146,4 +171,362 @@ func writeReport(env *runEnv, rep *drift.Report, format string) error {
 		return exitCode(exitDrift)
 	}
 	return nil
+}
+
+// series checks replay mode's snapshots in time order, each with the last
+// earlier one whose RawUsage differs as its lag reference (serve's rule,
+// refresh.Exporter.onReport: usage changes only at slurmctld's decay
+// passes, so that one was taken before the last pass). It prints as it
+// goes: a listing of sshare.MaxBytes every 30 s for a day is 180 GB. One
+// snapshot alone prints as check always printed one report.
+type series struct {
+	c   *checkCmd
+	env *runEnv
+	n   int
+	// first is held until a second snapshot comes.
+	first *snapshot
+	// last is the latest snapshot, ref the lag reference of the next one.
+	last, ref *seen
+	lastAt    time.Time
+	rows      []seriesRow
+	drifting  []int
+}
+
+// seen is what a later snapshot needs of an earlier one.
+type seen struct {
+	index int
+	at    time.Time // zero: unknown
+	raw   map[drift.Key]float64
+}
+
+// snapshot is one report of a series, as its JSON shows it.
+type snapshot struct {
+	Index int    `json:"index"` // 1-based, in the series
+	File  string `json:"file"`
+	// Line is that of its '## <unix seconds>' line; 0: the whole file.
+	Line int        `json:"line,omitempty"`
+	Time *time.Time `json:"time"` // null: unknown
+	// LagReference is the index of the snapshot whose RawUsage stood for
+	// the usage before slurmctld's last decay pass; null: none (a classic
+	// report's lag is then inferred from the report itself).
+	LagReference *int `json:"lag_reference"`
+	OK           bool `json:"ok"`
+	*drift.Report
+}
+
+// seriesRow is a snapshot's line in the closing summary.
+type seriesRow struct {
+	snap   snapshot // without its report
+	counts map[drift.Status]int
+	notYet int
+}
+
+// readFile reads one --sshare-file: one listing, or snapshots each
+// headed by a '## <unix seconds>' line.
+func (s *series) readFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	skip, ok := startsSeries(br)
+	if !ok {
+		out, err := parseSshare(br, name, s.c.Algorithm)
+		if err != nil {
+			return err
+		}
+		return s.add(snapshot{File: name}, out)
+	}
+	lead, _ := br.Peek(skip)
+	line := 1 + strings.Count(string(lead), "\n")
+	br.Discard(skip)
+	for {
+		mark, err := br.ReadSlice('\n')
+		if len(mark) == 0 && err == io.EOF {
+			return nil
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("%s line %d: %w", name, line, err)
+		}
+		sec, perr := parseMark(mark)
+		if perr != nil {
+			return fmt.Errorf("%s line %d: %w", name, line, perr)
+		}
+		at := time.Unix(sec, 0).UTC()
+		seg := &segment{br: br, lineStart: true}
+		body := bufio.NewReader(seg)
+		label := fmt.Sprintf("%s, snapshot at line %d (## %d)", name, line, sec)
+		if blank(body) {
+			s.env.log.Warn().Str("file", name).Int("line", line).Int64("time", sec).Msg("empty snapshot (did sshare fail?): skipped")
+		} else {
+			out, err := parseSshare(body, label, s.c.Algorithm)
+			if err != nil {
+				return err
+			}
+			if err := s.add(snapshot{File: name, Line: line, Time: &at}, out); err != nil {
+				return err
+			}
+		}
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		line += 1 + seg.lines
+		if err == io.EOF {
+			return nil
+		}
+	}
+}
+
+// add checks one snapshot and prints it.
+func (s *series) add(snap snapshot, out *sshare.Output) error {
+	var at time.Time
+	if snap.Time != nil {
+		at = *snap.Time
+		if !s.lastAt.IsZero() && at.Before(s.lastAt) {
+			return fmt.Errorf("%s line %d: snapshot taken at %s, before the one before it (%s): expected snapshots in time order",
+				snap.File, snap.Line, at.Format(time.RFC3339), s.lastAt.Format(time.RFC3339))
+		}
+		s.lastAt = at
+	}
+	s.n++
+	snap.Index = s.n
+	raw := make(map[drift.Key]float64, len(out.Rows))
+	for _, r := range out.Rows {
+		raw[drift.Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
+	}
+	if s.last != nil && !maps.Equal(s.last.raw, raw) {
+		s.ref = s.last
+	}
+	s.last = &seen{index: s.n, at: at, raw: raw}
+	var prevRaw map[drift.Key]float64
+	if r := s.ref; r != nil && (s.c.CalcPeriod == 0 || r.at.IsZero() || at.IsZero() || at.Sub(r.at) <= 3*s.c.CalcPeriod) {
+		prevRaw = r.raw
+		snap.LagReference = &r.index
+	}
+	name := snap.File
+	if snap.Line > 0 {
+		name = fmt.Sprintf("%s, snapshot at line %d", snap.File, snap.Line)
+	}
+	rep, err := s.c.replay(out, prevRaw, name)
+	if err != nil {
+		return err
+	}
+	snap.Report, snap.OK = rep, rep.OK()
+	if !snap.OK {
+		s.drifting = append(s.drifting, snap.Index)
+	}
+	row := seriesRow{snap: snap, counts: rep.Summary.Counts, notYet: rep.Summary.NotYetComputed}
+	row.snap.Report = nil
+	s.rows = append(s.rows, row)
+	if s.n == 1 {
+		s.first = &snap
+		return nil
+	}
+	if s.first != nil {
+		if err := s.open(); err != nil {
+			return err
+		}
+		if err := s.write(s.first); err != nil {
+			return err
+		}
+		s.first = nil
+	}
+	return s.write(&snap)
+}
+
+func (s *series) open() error {
+	if s.c.Output == "json" {
+		_, err := io.WriteString(s.env.stdout, "{\n  \"snapshots\": [\n")
+		return err
+	}
+	return nil
+}
+
+// write prints one snapshot of a series of more than one.
+func (s *series) write(snap *snapshot) error {
+	w := s.env.stdout
+	if s.c.Output == "json" {
+		b, err := json.MarshalIndent(snap, "    ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := ",\n"
+		if snap.Index == 1 {
+			sep = ""
+		}
+		_, err = fmt.Fprintf(w, "%s    %s", sep, b)
+		return err
+	}
+	fmt.Fprintf(w, "== snapshot %d: %s\n", snap.Index, describe(snap))
+	if err := snap.Report.WriteTable(w); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
+
+// describe says where a snapshot comes from, when it was taken and its
+// lag reference.
+func describe(snap *snapshot) string {
+	where := snap.File
+	if snap.Line > 0 {
+		where += fmt.Sprintf(" line %d", snap.Line)
+	}
+	if snap.Time != nil {
+		where += ", " + snap.Time.Format(time.RFC3339)
+	}
+	return where + ", lag reference: " + lagReference(snap)
+}
+
+func lagReference(snap *snapshot) string {
+	if snap.LagReference == nil {
+		return "none"
+	}
+	return fmt.Sprintf("snapshot %d", *snap.LagReference)
+}
+
+// finish prints the summary (one snapshot: its report alone) and turns
+// drift into exit status 1.
+func (s *series) finish() error {
+	switch {
+	case s.n == 0:
+		return fmt.Errorf("%s: no snapshot to check (every one empty)", strings.Join(s.c.SshareFile, ", "))
+	case s.first != nil:
+		return writeReport(s.env, s.first.Report, s.c.Output)
+	}
+	w := s.env.stdout
+	var err error
+	if s.c.Output == "json" {
+		drifting, _ := json.Marshal(append([]int{}, s.drifting...))
+		_, err = fmt.Fprintf(w, "\n  ],\n  \"ok\": %v,\n  \"drifting\": %s\n}\n", len(s.drifting) == 0, drifting)
+	} else {
+		err = s.summary(w)
+	}
+	if err != nil {
+		return err
+	}
+	if len(s.drifting) > 0 {
+		return exitCode(exitDrift)
+	}
+	return nil
+}
+
+// summary is a line per snapshot: time, counts, lag reference.
+func (s *series) summary(w io.Writer) error {
+	fmt.Fprintf(w, "series: %d snapshots, %d drifting\n", s.n, len(s.drifting))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "SNAPSHOT\tTIME\tFILE\tRESULT")
+	for _, st := range drift.Statuses {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
+	}
+	fmt.Fprint(tw, "\tNOT_YET_COMPUTED\tLAG REFERENCE\n")
+	for i := range s.rows {
+		r := &s.rows[i]
+		at, where, result := "-", r.snap.File, "ok"
+		if r.snap.Time != nil {
+			at = r.snap.Time.Format(time.RFC3339)
+		}
+		if r.snap.Line > 0 {
+			where += fmt.Sprintf(":%d", r.snap.Line)
+		}
+		if !r.snap.OK {
+			result = "drift"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s", r.snap.Index, at, where, result)
+		for _, st := range drift.Statuses {
+			fmt.Fprintf(tw, "\t%d", r.counts[st])
+		}
+		fmt.Fprintf(tw, "\t%d\t%s\n", r.notYet, lagReference(&r.snap))
+	}
+	return tw.Flush()
+}
+
+// startsSeries reports whether br, after a UTF-8 BOM and blank lines,
+// starts with a '##' line, and how many bytes come before it, looking no
+// further than br's buffer.
+func startsSeries(br *bufio.Reader) (skip int, ok bool) {
+	if b, _ := br.Peek(3); string(b) == "\ufeff" {
+		skip = 3
+	}
+	for i := skip; i+2 <= br.Size(); i++ {
+		b, err := br.Peek(i + 2)
+		if err != nil {
+			return 0, false
+		}
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			if b[i] == '\n' {
+				skip = i + 1
+			}
+			continue
+		}
+		return skip, i == skip && b[i] == '#' && b[i+1] == '#'
+	}
+	return 0, false
+}
+
+// parseMark reads a '## <unix seconds>' line.
+func parseMark(line []byte) (int64, error) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "##")
+	sec, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
+	if !ok || err != nil {
+		return 0, fmt.Errorf("%q: expected '## <unix seconds>' heading a snapshot (as 'echo \"## $(date +%%s)\"' writes)", strings.TrimSpace(string(line)))
+	}
+	return sec, nil
+}
+
+// segment reads br up to the next line that starts with "##" (the next
+// snapshot's heading), counting the lines it gives.
+type segment struct {
+	br        *bufio.Reader
+	lineStart bool
+	done      bool
+	lines     int
+}
+
+func (s *segment) Read(p []byte) (int, error) {
+	if s.done || len(p) == 0 {
+		if s.done {
+			return 0, io.EOF
+		}
+		return 0, nil
+	}
+	if s.lineStart {
+		if b, _ := s.br.Peek(2); string(b) == "##" {
+			s.done = true
+			return 0, io.EOF
+		}
+	}
+	if _, err := s.br.Peek(1); err != nil {
+		return 0, err
+	}
+	buf, _ := s.br.Peek(s.br.Buffered())
+	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+		buf = buf[:i+1]
+	}
+	n := copy(p, buf)
+	s.br.Discard(n)
+	s.lineStart = p[n-1] == '\n'
+	if s.lineStart {
+		s.lines++
+	}
+	return n, nil
+}
+
+// blank reports whether br holds only white space, looking no further
+// than its buffer (a longer prefix of white space counts as content).
+func blank(br *bufio.Reader) bool {
+	for i := 0; i < br.Size(); i++ {
+		b, err := br.Peek(i + 1)
+		if len(b) <= i {
+			return err != nil
+		}
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return false
+	}
+	return false
 }

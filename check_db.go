@@ -37,7 +37,7 @@ func (d *database) validate() error {
 // them with what sshare reports.
 func (c *checkCmd) runDatabase(env *runEnv) error {
 	ctx := context.Background()
-	if c.At != "" && c.SshareFile == "" {
+	if c.At != "" && len(c.SshareFile) == 0 {
 		return errors.New("--at: sshare reports the present; give --sshare-file taken at that moment")
 	}
 	at, err := parseAt(c.At, time.Now())
@@ -50,7 +50,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	}
 	conf := set.conf
 	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log}
-	if c.SshareFile == "" {
+	if len(c.SshareFile) == 0 {
 		// slurmctld's boot time orders tied Fair Tree siblings as it
 		// does; without it (sshare output from a file) ties allow their
 		// rank range
@@ -91,13 +91,14 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 }
 
 func (c *checkCmd) reported(ctx context.Context, conf *slurmconf.Config) (*sshare.Output, error) {
-	if c.SshareFile != "" {
-		f, err := os.Open(c.SshareFile)
+	if len(c.SshareFile) > 0 {
+		name := c.SshareFile[0] // Validate: one
+		f, err := os.Open(name)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		return parseSshare(f, c.SshareFile, c.Algorithm)
+		return parseSshare(f, name, c.Algorithm)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
 	defer cancel()

@@ -18,10 +18,15 @@ const (
 	StatusDrift        Status = "drift"
 	StatusOnlyReported Status = "only_reported"
 	StatusOnlyComputed Status = "only_computed"
+	// StatusLagNotExcluded: the values drift from the replay, but they are
+	// what slurmctld shows one decay pass behind, and with no earlier
+	// report that lag cannot be told from drift (Input.InferLag). Not
+	// counted as drift.
+	StatusLagNotExcluded Status = "lag_not_excluded"
 )
 
 // Statuses in the order reports list them.
-var Statuses = []Status{StatusOK, StatusDrift, StatusOnlyReported, StatusOnlyComputed}
+var Statuses = []Status{StatusOK, StatusDrift, StatusOnlyReported, StatusOnlyComputed, StatusLagNotExcluded}
 
 // Key identifies an association across sources. Account names are unique
 // in Slurm, so an account row is its name with no user.
@@ -109,8 +114,22 @@ type Entry struct {
 	// Allowed is the drift each value may show and still be ok: the
 	// tolerance plus what the reported inputs' precision explains.
 	Allowed *Values `json:"allowed,omitempty"`
-	// Notes say what else drifts: shares, a Fair Tree rank.
+	// Notes say what else drifts (shares, a Fair Tree rank), or why a
+	// value is not judged.
 	Notes []string `json:"notes,omitempty"`
+	// Lag is, on a StatusLagNotExcluded entry, the one-pass-lag model it
+	// matches.
+	Lag *Lag `json:"lag,omitempty"`
+}
+
+// Lag is slurmctld's classic values one decay pass behind, an entry
+// against them, and what is allowed: the tolerance plus what the inputs'
+// precision explains, the usage at the start of that pass included (read
+// from the report's accounts' NormUsage, printed to six decimals).
+type Lag struct {
+	Computed *Values `json:"computed"`
+	Drift    *Values `json:"drift"`
+	Allowed  *Values `json:"allowed"`
 }
 
 // Side is one source's view of an association.
@@ -135,6 +154,10 @@ type Summary struct {
 	// Beyond counts, per value, the associations whose drift exceeds what
 	// is allowed.
 	Beyond map[string]int `json:"beyond"`
+	// NotYetComputed counts the associations slurmctld has not computed
+	// since they were added (blank NormUsage until its next decay pass):
+	// their factor is not compared.
+	NotYetComputed int `json:"not_yet_computed,omitempty"`
 }
 
 // Report is a whole comparison; its JSON is the check command's output.

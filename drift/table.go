@@ -41,7 +41,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\nalgorithm %s, tolerance %g", r.Algorithm, r.Tolerance)
 	for _, s := range Statuses {
-		fmt.Fprintf(w, ", %s %d", s, r.Summary.Counts[s])
+		if n := r.Summary.Counts[s]; n > 0 || s != StatusLagNotExcluded {
+			fmt.Fprintf(w, ", %s %d", s, n)
+		}
+	}
+	if n := r.Summary.NotYetComputed; n > 0 {
+		fmt.Fprintf(w, ", not yet computed by slurmctld %d", n)
 	}
 	fmt.Fprintln(w)
 	if r.Note != "" {
