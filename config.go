@@ -2,17 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // maxConfigFile bounds what --config.file reads: a file of flag values is
@@ -54,21 +55,14 @@ type configResolver struct {
 // of that name that this command line has (--cluster is a list to serve,
 // one name to check).
 func loadConfigFile(path string, app *kong.Application, active []*kong.Flag) (*configResolver, error) {
-	// O_NONBLOCK: opening a FIFO would wait for a writer
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("--config.file: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	b, _, err := regular.Read(path, maxConfigFile)
+	switch {
+	case errors.Is(err, regular.ErrNotRegular):
 		return nil, fmt.Errorf("--config.file %s: expected a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("--config.file %s: %w", path, err)
-	}
-	if len(b) > maxConfigFile {
+	case errors.Is(err, regular.ErrTooLarge):
 		return nil, fmt.Errorf("--config.file %s: larger than %d bytes: expected a JSON object of flag values", path, maxConfigFile)
+	case err != nil:
+		return nil, fmt.Errorf("--config.file: %w", err)
 	}
 	r := &configResolver{path: path}
 	if err := json.Unmarshal(b, &r.values); err != nil {

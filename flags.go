@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -17,6 +15,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // The flag groups the commands share: one name and one meaning per
@@ -57,24 +57,17 @@ func (d *dsnFlag) dsn(log zerolog.Logger) (string, error) {
 	if d.DSNFile == "" {
 		return os.Getenv(dsnEnv), nil
 	}
-	f, err := os.OpenFile(d.DSNFile, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
+	b, mode, err := regular.Read(d.DSNFile, maxDSNFile)
+	switch {
+	case errors.Is(err, regular.ErrNotRegular):
+		return "", fmt.Errorf("--dsn-file %s: expected a regular file holding a DSN", d.DSNFile)
+	case errors.Is(err, regular.ErrTooLarge):
+		return "", fmt.Errorf("--dsn-file %s: larger than %d bytes: expected one line holding a DSN", d.DSNFile, maxDSNFile)
+	case err != nil:
 		return "", fmt.Errorf("--dsn-file: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return "", fmt.Errorf("--dsn-file %s: expected a regular file holding a DSN", d.DSNFile)
-	}
-	if st.Mode().Perm()&0o004 != 0 {
-		log.Warn().Str("file", d.DSNFile).Str("mode", st.Mode().Perm().String()).Msg("--dsn-file is readable by every user of this host, and it holds the database password: chmod o-r it")
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxDSNFile+1))
-	if err != nil {
-		return "", fmt.Errorf("--dsn-file %s: %w", d.DSNFile, err)
-	}
-	if len(b) > maxDSNFile {
-		return "", fmt.Errorf("--dsn-file %s: larger than %d bytes: expected one line holding a DSN", d.DSNFile, maxDSNFile)
+	if mode.Perm()&0o004 != 0 {
+		log.Warn().Str("file", d.DSNFile).Str("mode", mode.Perm().String()).Msg("--dsn-file is readable by every user of this host, and it holds the database password: chmod o-r it")
 	}
 	dsn := strings.TrimSpace(string(b))
 	if dsn == "" {

@@ -511,7 +511,7 @@ func TestFaultBadConfig(t *testing.T) {
 		want string
 	}{
 		{"no DSN", []string{"--slurm-conf", f.conf}, "no database DSN: expected --dsn-file or $SLURMDBD_EXPORTER_DSN"},
-		{"DSN file missing", []string{"--slurm-conf", f.conf, "--dsn-file", "/nonexistent/dsn"}, "--dsn-file: open /nonexistent/dsn"},
+		{"DSN file missing", []string{"--slurm-conf", f.conf, "--dsn-file", "/nonexistent/dsn"}, "--dsn-file: stat /nonexistent/dsn"},
 		{"DSN file a directory", []string{"--slurm-conf", f.conf, "--dsn-file", f.dir}, "--dsn-file " + f.dir + ": expected a regular file"},
 		{"DSN file of two lines", []string{"--slurm-conf", f.conf, "--dsn-file", file("two-lines", "exporter:"+f.secret+"@tcp(127.0.0.1:1)/\nslurm_acct_db\n")}, "has more than one line: expected one line holding a DSN"},
 		{"DSN file empty", []string{"--slurm-conf", f.conf, "--dsn-file", file("empty", "\n")}, "is empty: expected a DSN"},

@@ -5,14 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
@@ -37,7 +35,7 @@ func (e *Exporter) restore(cluster string, cs *clusterState) {
 		return
 	}
 	e.removeTemps(cluster, path)
-	b, err := readRegular(path, slurmdbd.MaxStateFile)
+	b, _, err := regular.Read(path, slurmdbd.MaxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		e.Log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("no saved usage: reading the whole history")
 		return
@@ -50,58 +48,6 @@ func (e *Exporter) restore(cluster string, cs *clusterState) {
 		return
 	}
 	e.Log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage restored: the first refresh checks it against the database")
-}
-
-// readRegular reads a file of at most limit bytes, if it is a regular
-// one: opening a FIFO waits for a writer (a refresh hung for good), a
-// device may do anything when opened or read, and neither has a size to
-// check first. A symlink to a regular file is followed: what is checked
-// is what it points to, then the descriptor opened (against a swap in
-// between, which O_NONBLOCK keeps from blocking), so a link cannot bring
-// in what a file cannot; an admin may point the exporter at a state kept
-// elsewhere (the next save replaces the link by a file of its own). What
-// bounds the time is what bounds the size: a file system that hangs on a
-// regular file would hang the saves as well.
-func readRegular(path string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s: expected a regular file", path, fileKind(fi.Mode()))
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s has %d bytes: expected at most %d", path, fi.Size(), limit)
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if opened, err := f.Stat(); err != nil {
-		return nil, err
-	} else if !os.SameFile(fi, opened) {
-		return nil, fmt.Errorf("%s replaced while being opened", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && int64(len(b)) > limit {
-		err = fmt.Errorf("%s grew past %d bytes while being read", path, limit)
-	}
-	return b, err
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file (" + m.Type().String() + ")"
 }
 
 // removeTemps removes the temporary files writeAtomic left for path:
