@@ -291,10 +291,7 @@ func (s *series) add(snap snapshot, out *sshare.Output) error {
 	}
 	s.n++
 	snap.Index = s.n
-	raw := make(map[drift.Key]float64, len(out.Rows))
-	for _, r := range out.Rows {
-		raw[drift.Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
-	}
+	raw := drift.RawByKey(out)
 	if s.last != nil && !maps.Equal(s.last.raw, raw) {
 		s.ref = s.last
 	}

@@ -210,6 +210,16 @@ func flagEntry(rep *Report, i int, why string) {
 	e.Notes = append(e.Notes, why)
 }
 
+// RawByKey is the report's RawUsage by association: what a later report
+// takes as the usage before slurmctld's last decay pass (Input.PrevRaw).
+func RawByKey(out *sshare.Output) map[Key]float64 {
+	raw := make(map[Key]float64, len(out.Rows))
+	for _, r := range out.Rows {
+		raw[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
+	}
+	return raw
+}
+
 // notYetComputed: slurmctld leaves NormUsage unset (blank) on
 // associations added since its last decay pass, and their factor at 0 and
 // LevelFS at 0 until the pass; that is not drift.

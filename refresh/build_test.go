@@ -153,7 +153,7 @@ func TestClassicLag(t *testing.T) {
 		t.Fatal("lagged report shows no drift without the previous usage: the test does not test")
 	}
 	prev := SshareOf(prevTree, prevTree.Classic(fairshare.ClassicOptions{Dampening: 1}))
-	in.Report.PrevRaw = rawByKey(prev)
+	in.Report.PrevRaw = drift.RawByKey(prev)
 	cl, _ = Build(in)
 	for k, d := range drifts(cl) {
 		if d.Kind == result.DriftFormula && d.Beyond != 0 {

@@ -241,7 +241,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		e.boot = r.boot
 	}
 	r.out.FillMissingFactor(float64(e.Conf.FairShareDampeningFactor))
-	raw := rawByKey(r.out)
+	raw := drift.RawByKey(r.out)
 	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}}
 	if p := e.report; p != nil {
 		// the last report whose usage differs came before slurmctld's
@@ -266,14 +266,6 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		}
 		cs.reportDB, cs.reportFor = in.Tree, r.at
 	}
-}
-
-func rawByKey(out *sshare.Output) map[drift.Key]float64 {
-	raw := make(map[drift.Key]float64, len(out.Rows))
-	for _, row := range out.Rows {
-		raw[drift.Key{Account: row.Account, User: row.User, Partition: row.Partition}] = row.RawUsage
-	}
-	return raw
 }
 
 // freshReport is the report if it is recent enough to compare.
