@@ -27,6 +27,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // gcPercent is serve's garbage collection target unless GOGC sets one.
@@ -271,6 +273,10 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	return e, nil
 }
 
+// maxTokenFile bounds what --slurmrestd.token-file reads: a JWT is some
+// hundred bytes.
+const maxTokenFile = 64 << 10
+
 // restReport reads the shares from slurmrestd, with the token read from
 // --slurmrestd.token-file at every request when one is given. Without
 // --slurmrestd.api-version, the version is detected and logged.
@@ -285,7 +291,7 @@ func (s *serveCmd) restReport(log zerolog.Logger) (func(context.Context) (*sshar
 	return func(ctx context.Context) (*sshare.Output, error) {
 		var tok string
 		if s.RestTokenFile != "" {
-			b, err := os.ReadFile(s.RestTokenFile)
+			b, _, err := regular.Read(s.RestTokenFile, maxTokenFile)
 			if err != nil {
 				return nil, fmt.Errorf("--slurmrestd.token-file: %w", err)
 			}
