@@ -5,9 +5,10 @@ package slurmstate
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // LastDecayRan reads priority_last_decay_ran: the time of slurmctld's last
@@ -17,7 +18,8 @@ import (
 // hold.
 func LastDecayRan(stateDir string) (lastRan, lastReset time.Time, err error) {
 	path := filepath.Join(stateDir, "priority_last_decay_ran")
-	b, err := os.ReadFile(path)
+	// read at every refresh: a FIFO or device in its place must not hang it
+	b, _, err := regular.Read(path, 4096)
 	if err != nil {
 		return time.Time{}, time.Time{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,5 +28,24 @@ func TestLastDecayRan(t *testing.T) {
 	}
 	if _, _, err := LastDecayRan(filepath.Join(dir, "nope")); err == nil {
 		t.Error("missing file accepted")
+	}
+}
+
+// TestLastDecayRanNotRegular: a FIFO in place of the state file, read at
+// every refresh, is an error at once, not a refresh that hangs.
+func TestLastDecayRanNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "priority_last_decay_ran"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, _, err := LastDecayRan(dir); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "expected a regular file") {
+			t.Errorf("error %v: want a regular file expected", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still reading after 5 s")
 	}
 }
