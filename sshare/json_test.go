@@ -380,6 +380,16 @@ func TestParseJSONErrSlurm(t *testing.T) {
 	}
 }
 
+// fetchREST is one fetch at an explicit version, as serve makes them with
+// --slurmrestd.api-version.
+func fetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*Output, error) {
+	r, err := NewREST(client, baseURL, version, user)
+	if err != nil {
+		return nil, err
+	}
+	return r.Fetch(ctx, token)
+}
+
 func TestFetchREST(t *testing.T) {
 	body, err := os.ReadFile("../testdata/slurm-24.11/shares-v0.0.40.json")
 	if err != nil {
@@ -399,7 +409,7 @@ func TestFetchREST(t *testing.T) {
 	defer srv.Close()
 	ctx := context.Background()
 
-	out, err := FetchREST(ctx, srv.Client(), srv.URL+"/api/", "v0.0.40", "slurm", "tok")
+	out, err := fetchREST(ctx, srv.Client(), srv.URL+"/api/", "v0.0.40", "slurm", "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,21 +417,21 @@ func TestFetchREST(t *testing.T) {
 		t.Errorf("release %q, %d rows, root user %+v", out.Release, len(out.Rows), out.Rows[1])
 	}
 
-	_, err = FetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "wrong")
+	_, err = fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "wrong")
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "Authentication failure") || strings.Contains(err.Error(), "TAIL") {
 		t.Errorf("bad token: %v", err)
 	}
-	if _, err := FetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40/../x", "slurm", "tok"); err == nil {
+	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40/../x", "slurm", "tok"); err == nil {
 		t.Error("a version with a slash was accepted")
 	}
 
 	defer func(n int64) { maxRESTBody = n }(maxRESTBody)
 	maxRESTBody = int64(len(body)) - 1
-	if _, err := FetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("body over the limit: %v", err)
 	}
 	maxRESTBody = int64(len(body))
-	if _, err := FetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err != nil {
+	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err != nil {
 		t.Errorf("body at the limit: %v", err)
 	}
 }

@@ -131,7 +131,7 @@ func TestFetchRESTRedirect(t *testing.T) {
 	defer srv.Close()
 	otherURL, _ := url.Parse(other.URL)
 	for _, client := range []*http.Client{srv.Client(), nil} {
-		_, err := FetchREST(context.Background(), client, srv.URL, "v0.0.44", "slurm", "s3cret-token")
+		_, err := fetchREST(context.Background(), client, srv.URL, "v0.0.44", "slurm", "s3cret-token")
 		if err == nil || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), otherURL.Host) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("redirect: %v: want an error naming %s and not the token", err, otherURL.Host)
 		}
@@ -177,7 +177,7 @@ func TestFetchRESTFlood(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 			var err error
-			peak := testenv.HeapRise(cancel, func() { _, err = FetchREST(ctx, srv.Client(), srv.URL, "v0.0.44", "", "") })
+			peak := testenv.HeapRise(cancel, func() { _, err = fetchREST(ctx, srv.Client(), srv.URL, "v0.0.44", "", "") })
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrTooLarge) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
@@ -296,7 +296,7 @@ func TestFetchRESTRedactsURL(t *testing.T) {
 	closed.Close()
 	for _, base := range []string{srv.URL, closed.URL, "http://exp%zz:s3cr3tpw@host"} {
 		withCreds := strings.Replace(base, "http://", "http://exporter:s3cr3tpw@", 1)
-		_, err := FetchREST(context.Background(), nil, withCreds, "v0.0.41", "", "")
+		_, err := fetchREST(context.Background(), nil, withCreds, "v0.0.41", "", "")
 		if err == nil {
 			t.Fatalf("%s: no error", base)
 		}

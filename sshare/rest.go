@@ -221,20 +221,6 @@ func (r *REST) get(ctx context.Context, version, token string) (*Output, error) 
 	return out, nil
 }
 
-// FetchREST gets the shares from slurmrestd once, at data_parser version
-// version (v0.0.44; not detected): NewREST(client, baseURL, version,
-// user), then Fetch(ctx, token).
-func FetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*Output, error) {
-	if version == "" {
-		return nil, fmt.Errorf("slurmrestd data_parser version %q: expected one like v0.0.44", version)
-	}
-	r, err := NewREST(client, baseURL, version, user)
-	if err != nil {
-		return nil, err
-	}
-	return r.Fetch(ctx, token)
-}
-
 // RunJSON runs `sshare --json -a -l -m` against the cluster of slurmConf
 // (SLURM_CONF) and parses its output with ParseJSON; ctx and the limits
 // bound it as they bound Run.
