@@ -18,23 +18,10 @@ import (
 // and /-/ready is 503.
 func TestFaultSilentDatabase(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c) // never written to
-		}
-	}()
+	var held []net.Conn // never written to, kept from the finalizer that would close them
+	args := standInDatabase(t, func(c net.Conn) { held = append(held, c) })
 	t0 := time.Now()
-	s := startServeUntil(t, "/-/healthy", os.Environ(), append(standInArgs(t, l.Addr().String()), "--db.timeout", "60s", "--reported.source", "none")...)
+	s := startServeUntil(t, "/-/healthy", os.Environ(), append(args, "--db.timeout", "60s", "--reported.source", "none")...)
 	if took := time.Since(t0); took > 20*time.Second {
 		t.Errorf("/-/healthy answered after %v: expected at once, not after --db.timeout (60 s)", took)
 	}
@@ -125,22 +112,11 @@ func TestFaultHangup(t *testing.T) {
 // EOF" between them.
 func TestFaultDriverLogJSON(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte{0x4a, 0x00}) // two bytes of a four-byte header
-			c.Close()
-		}
-	}()
-	s := startServeUntil(t, "/-/healthy", os.Environ(), append(standInArgs(t, l.Addr().String()), "--refresh-interval", "1s", "--reported.source", "none")...)
+	args := standInDatabase(t, func(c net.Conn) {
+		c.Write([]byte{0x4a, 0x00}) // two bytes of a four-byte header
+		c.Close()
+	})
+	s := startServeUntil(t, "/-/healthy", os.Environ(), append(args, "--refresh-interval", "1s", "--reported.source", "none")...)
 	time.Sleep(2 * time.Second)
 	s.stop()
 	driver := 0
@@ -158,13 +134,28 @@ func TestFaultDriverLogJSON(t *testing.T) {
 	}
 }
 
-// standInArgs points serve at a stand-in database server listening at
-// addr, with a minimal slurm.conf.
-func standInArgs(t *testing.T, addr string) []string {
+// standInDatabase starts a stand-in for MariaDB on a port of its own,
+// which hands each connection to handle, and gives serve's flags for it:
+// a DSN file naming it and a slurm.conf.
+func standInDatabase(t *testing.T, handle func(net.Conn)) []string {
 	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
 	conf := filepath.Join(t.TempDir(), "slurm.conf")
 	if err := os.WriteFile(conf, []byte("ClusterName=c\nPriorityType=priority/multifactor\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--dsn-file", writeDSN(t, "exporter:pw@tcp("+addr+")/slurm_acct_db"), "--slurm-conf", conf}
+	return []string{"--dsn-file", writeDSN(t, "exporter:pw@tcp("+l.Addr().String()+")/slurm_acct_db"), "--slurm-conf", conf}
 }
