@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/rs/zerolog"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // TestServeSlurmrestd: serve reaches a slurmrestd on a unix socket
@@ -37,21 +37,7 @@ func TestServeSlurmrestd(t *testing.T) {
 		}
 		w.Write(body)
 	})
-	dir, err := os.MkdirTemp("", "restd") // sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "slurmrestd.socket")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Skipf("unix socket: %v", err)
-	}
-	srv := httptest.NewUnstartedServer(h)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	defer srv.Close()
+	sock := testenv.UnixHTTPServer(t, h)
 
 	parse := func(args ...string) (*cli, error) {
 		var c cli

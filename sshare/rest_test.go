@@ -2,7 +2,6 @@ package sshare
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // restd stands in for slurmrestd: it serves real /shares bodies of the
@@ -187,28 +188,6 @@ func TestRESTDetectVersion(t *testing.T) {
 	})
 }
 
-// unixRestd serves d on a unix socket and returns the socket's path.
-func unixRestd(t *testing.T, h http.Handler) string {
-	t.Helper()
-	// a short path: sun_path holds 108 bytes
-	dir, err := os.MkdirTemp("", "restd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "slurmrestd.socket")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Skipf("unix socket: %v", err)
-	}
-	srv := httptest.NewUnstartedServer(h)
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return sock
-}
-
 // TestRESTUnixSocket: a unix:// URL reaches slurmrestd on its socket
 // (rest_auth/local), with no token unless one is given; errors name the
 // socket. Before, the URL was refused.
@@ -216,7 +195,7 @@ func TestRESTUnixSocket(t *testing.T) {
 	ctx := context.Background()
 	d := newRestd(t, "25.11", "v0.0.43", "v0.0.44")
 	var users []string
-	sock := unixRestd(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	sock := testenv.UnixHTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		users = append(users, r.Header.Get("X-SLURM-USER-NAME"))
 		d.mu.Unlock()
