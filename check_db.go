@@ -27,6 +27,9 @@ type database struct {
 func (d *database) enabled() bool { return d.DSNFile != "" || os.Getenv(dsnEnv) != "" }
 
 func (d *database) validate() error {
+	if err := d.dsnFlag.validate(); err != nil {
+		return err
+	}
 	if err := d.driftFlags.validate(); err != nil {
 		return err
 	}

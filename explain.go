@@ -35,6 +35,9 @@ type explainCmd struct {
 }
 
 func (c *explainCmd) Validate() error {
+	if err := c.dsnFlag.validate(); err != nil {
+		return err
+	}
 	if err := c.reportedTimeout.validate(); err != nil {
 		return err
 	}

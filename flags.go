@@ -51,9 +51,6 @@ const maxDSNFile = 64 << 10
 // dsn reads the DSN. A file that others can read is warned about: it
 // holds the database password.
 func (d *dsnFlag) dsn(log zerolog.Logger) (string, error) {
-	if d.DBTimeout <= 0 {
-		return "", fmt.Errorf("--db.timeout %v: expected a positive duration", d.DBTimeout)
-	}
 	if d.DSNFile == "" {
 		return os.Getenv(dsnEnv), nil
 	}
@@ -78,6 +75,13 @@ func (d *dsnFlag) dsn(log zerolog.Logger) (string, error) {
 		return "", fmt.Errorf("--dsn-file %s has more than one line: expected one line holding a DSN", d.DSNFile)
 	}
 	return dsn, nil
+}
+
+func (d *dsnFlag) validate() error {
+	if d.DBTimeout <= 0 {
+		return fmt.Errorf("--db.timeout %v: expected a positive duration", d.DBTimeout)
+	}
+	return nil
 }
 
 // slurmFlags say where slurmctld's settings and state are.

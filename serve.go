@@ -79,13 +79,14 @@ type serveCmd struct {
 }
 
 func (s *serveCmd) Validate() error {
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{{"--refresh-interval", s.RefreshInterval}, {"--reported.timeout", s.ReportedTimeout}, {"--db.timeout", s.DBTimeout}} {
-		if d.v <= 0 {
-			return fmt.Errorf("%s %v: expected a positive duration", d.flag, d.v)
-		}
+	if s.RefreshInterval <= 0 {
+		return fmt.Errorf("--refresh-interval %v: expected a positive duration", s.RefreshInterval)
+	}
+	if err := s.reportedTimeout.validate(); err != nil {
+		return err
+	}
+	if err := s.dsnFlag.validate(); err != nil {
+		return err
 	}
 	if s.ReportedInterval < 0 || s.ReportedStale < 1 {
 		return fmt.Errorf("--reported.interval %v, --reported.stale-intervals %d: expected a duration >= 0 and a count >= 1", s.ReportedInterval, s.ReportedStale)
