@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -22,6 +25,11 @@ type database struct {
 	driftFlags
 	atFlag
 	Cluster string `help:"Cluster to check (default: slurm.conf's ClusterName)."`
+	// PhaseWait: without a readable priority_last_decay_ran, check reads
+	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
+	// most), so that usage is judged against a few seconds of charge
+	// rather than a whole period's.
+	PhaseWait string `name:"phase.wait" default:"auto" help:"Without a readable StateSaveLocation, how long to keep reading sshare to bracket slurmctld's decay pass: auto (one PriorityCalcPeriod and 10 s), a duration, or 0 (judge usage against the whole period)."`
 }
 
 func (d *database) enabled() bool { return d.DSNFile != "" || os.Getenv(dsnEnv) != "" }
@@ -59,32 +67,37 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		// rank range
 		e.BootTime = c.bootTime(c.SlurmConf)
 	}
+	reported, read, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
+	if err != nil {
+		return err
+	}
+	if read != nil {
+		at = read[0].Add(read[1].Sub(read[0]) / 2)
+	}
 	in, err := e.Once(ctx, set.cluster(c.Cluster), at)
 	if err != nil {
 		return err
 	}
 	var notes []string
-	if !in.PhaseKnown {
-		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage may be off by one PriorityCalcPeriod")
+	if in.Phase.Source == result.PhaseUnknown {
+		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage is judged against one PriorityCalcPeriod of decay and running jobs' charge")
 	}
 	alg := conf.Algorithm()
 	if c.Algorithm != "auto" {
 		alg = fairshare.Algorithm(c.Algorithm)
 	}
-	reported, err := c.reported(ctx, conf)
-	if err != nil {
-		return err
-	}
 	reported.FillMissingFactor(in.Settings.Dampening)
+	pass := in.PassError(read)
 	// the comparison serve makes, association by association: the
 	// database against Slurm's usage, with Slurm's formula beside it
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
 		Tolerance: drift.Tolerance{Formula: c.Tolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
-		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown}, true)
+		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, InferLag: true}, true)
 	if err != nil {
 		return err
 	}
 	rep := cmp.Usage
+	rep.Phase = &drift.Phase{Source: in.Phase.Source, Uncertainty: pass.Window}
 	rep.Formula = cmp.Formula
 	if alg == fairshare.AlgorithmDepthOblivious {
 		notes = append(notes, depthObliviousNote)
@@ -93,17 +106,63 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	return writeReport(env, rep, c.Output)
 }
 
-func (c *checkCmd) reported(ctx context.Context, conf *slurmconf.Config) (*sshare.Output, error) {
+// readAcrossPass reads what Slurm reports: from --sshare-file, or by
+// running sshare, again and again across a decay pass when its moment is
+// unknown (--phase.wait), which e then knows. read is when the returned
+// report was read (nil: from a file, whose moment is --at).
+func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *sshare.Output, read *[2]time.Time, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer f.Close()
-		return parseSshare(f, name, c.Algorithm)
+		out, err = parseSshare(f, name, c.Algorithm)
+		return out, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
-	defer cancel()
-	return sshare.Run(ctx, c.SlurmConf)
+	wait, err := c.phaseWait(conf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, _, err := slurmstate.LastDecayRan(stateDir); err == nil {
+		wait = 0 // the state file says when passes fall
+	}
+	tracker := &drift.PhaseTracker{Period: conf.PriorityCalcPeriod}
+	deadline := time.Now().Add(wait)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
+		start := time.Now()
+		out, err = sshare.Run(rctx, c.SlurmConf)
+		end := time.Now()
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+		read = &[2]time.Time{start, end}
+		tracker.Observe(start, end, refresh.UsageFingerprint(out))
+		// one bracket, from reads a second apart, pins the pass to a few
+		// seconds: the bisection serve does over several periods is not
+		// worth a command's wait
+		if _, u, ok := tracker.Pass(end); ok && u < conf.PriorityCalcPeriod/4 || !end.Before(deadline) {
+			break
+		}
+		time.Sleep(min(time.Second, time.Until(deadline)))
+	}
+	if wait > 0 {
+		e.InferPhase(tracker)
+	}
+	return out, read, nil
+}
+
+// phaseWait is --phase.wait for conf.
+func (c *checkCmd) phaseWait(conf *slurmconf.Config) (time.Duration, error) {
+	if c.PhaseWait == "auto" {
+		return conf.PriorityCalcPeriod + 10*time.Second, nil
+	}
+	d, err := time.ParseDuration(c.PhaseWait)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("--phase.wait %q: expected auto or a duration >= 0", c.PhaseWait)
+	}
+	return d, nil
 }

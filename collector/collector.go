@@ -78,6 +78,10 @@ var (
 		assocLabels...)
 	descDriftMax = desc("fairshare", "drift_max", "Largest absolute drift over the cluster's associations. kind=formula: Slurm's values against the algorithm replayed on Slurm's own usage (should be 0). kind=usage: the database's usage against Slurm's (raw_usage relative to the larger, so at most 1) and what the difference does to the factor. Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
+	descDriftBound = desc("fairshare", "drift_bound", "Largest drift the inputs' unknowns explain, per kind and value, in drift_max's units: print precision, RawUsage truncation, decay and running jobs' charge between two possible decay-pass moments, tie and rank ranges. Drift is flagged only beyond it, by more than the tolerance. +Inf where some value cannot be judged (usage too small against its error). Absent when no report is fresh.",
+		"slurm_cluster", "kind", "value")
+	descPhase = desc("fairshare", "decay_phase_uncertainty_seconds", "How far apart slurmctld's last decay pass and the one the compared database usage was rebuilt for may be; source: state_file (priority_last_decay_ran), inferred (from successive reports), unknown (the whole PriorityCalcPeriod). Absent when no report is fresh.",
+		"slurm_cluster", "source")
 	descBeyond = desc("fairshare", "drift_beyond_tolerance_associations", "Associations whose drift exceeds the exporter's tolerance, per kind and value (value=associations: present on one side only). Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
 	descConfig = desc("fairshare", "config_info", "Priority settings of slurm.conf as the exporter read them; value 1.",
@@ -360,6 +364,10 @@ func collectCluster(cl *result.Cluster, gauge gaugeFunc) {
 	for _, d := range cl.Drift {
 		gauge(descDriftMax, d.Max, cl.Name, d.Kind, d.Value)
 		gauge(descBeyond, float64(d.Beyond), cl.Name, d.Kind, d.Value)
+		gauge(descDriftBound, d.Bound, cl.Name, d.Kind, d.Value)
+	}
+	if cl.Phase.Source != "" {
+		gauge(descPhase, cl.Phase.Uncertainty.Seconds(), cl.Name, cl.Phase.Source)
 	}
 	c := cl.Config
 	gauge(descConfig, 1, cl.Name, string(cl.Algorithm), c.PriorityFlags, ftoa(c.HalfLife.Seconds()), ftoa(c.CalcPeriod.Seconds()),

@@ -55,6 +55,57 @@ type Input struct {
 	// TieOrderKnown: DB is in slurmctld's order (its boot time is
 	// known), so tied Fair Tree siblings rank as slurmctld ranks them.
 	TieOrderKnown bool
+	// Pass is what DB's usage may miss of slurmctld's: the decay pass DB
+	// was rebuilt for and slurmctld's last one may be Pass.Window apart
+	// (zero: none).
+	Pass PassError
+}
+
+// PassError describes how far apart the decay pass a database rebuild
+// stands at and slurmctld's last pass may be, and what moves usage in
+// between: decay of all of it, and the charge of the jobs then running.
+type PassError struct {
+	// Window is the largest distance between the two passes, in seconds:
+	// the whole PriorityCalcPeriod when the phase of slurmctld's passes
+	// is unknown, the uncertainty of the phase when it is known.
+	Window float64
+	// Decay is slurmctld's per-second decay factor (fairshare.Passes.D).
+	Decay float64
+	// Running is the billing rate of the jobs that ran in the last
+	// PriorityCalcPeriod, per association of DB (subtree sums).
+	Running []float64
+	// TailRate and TailMost bound finished jobs' uncharged tails, which
+	// the passes' moment decides without AccountingStorageEnforce=limits:
+	// a tail may be off by min(Window·TailRate, TailMost) (nil: none).
+	TailRate, TailMost []float64
+}
+
+// bounds are, per association of t, how far its RawUsage may be from
+// slurmctld's (raw) and the part of it that factors see (charge): usage
+// U at one pass is s·U + c at the other, s within d^±Window (decay, the
+// same for every association, so it cancels in every ratio the
+// algorithms take) and |c| at most the running charge over the window,
+// decayed, and what finished jobs' tails may be off.
+func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
+	n := t.Len()
+	raw, charge = make([]float64, n), make([]float64, n)
+	if e.Window <= 0 {
+		return raw, charge
+	}
+	scale := 1.0
+	if e.Decay > 0 && e.Decay < 1 {
+		scale = math.Pow(e.Decay, -e.Window)
+	}
+	for i := range n {
+		if e.Running != nil {
+			charge[i] = e.Running[i] * e.Window * scale
+		}
+		if e.TailRate != nil {
+			charge[i] += min(e.Window*e.TailRate[i], e.TailMost[i])
+		}
+		raw[i] = t.Association(i).RawUsage*(scale-1) + charge[i]
+	}
+	return raw, charge
 }
 
 // Comparison is the one definition of drift, which serve's metrics and
@@ -103,7 +154,7 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 		c.ByKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
 	}
 
-	bounds := rt.UsageBounds(alg, replay, sshare.UsageResolution, damp)
+	bounds := rt.UsageBounds(alg, replay, sshare.UsageResolution, nil, damp)
 	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
 		widenForLag(rt, replay, bounds, in.PrevRaw, damp)
 	}
@@ -127,10 +178,11 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 			c.Lag = inferLag(out, rt, bounds, damp, tol.Formula, c.Formula)
 		}
 	}
-	m := formula.MaxDrift
+	m, b := formula.MaxDrift, formula.MaxBound
 	for k, v := range []Num{m.NormShares, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
 		name := []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs"}[k]
-		c.Drift = append(c.Drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Beyond: formula.Beyond[name]})
+		bound := []Num{b.NormShares, b.NormUsage, b.EffectiveUsage, b.FairShare, b.LevelFS}[k]
+		c.Drift = append(c.Drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Bound: float64(bound), Beyond: formula.Beyond[name]})
 	}
 	fairTree := alg == fairshare.AlgorithmFairTree
 	if fairTree {
@@ -144,28 +196,56 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if err != nil {
 		return nil, err
 	}
-	dbSide, repSide := FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
-	spread := func(v fairshare.Values, users int) Num {
-		if fairTree && !in.TieOrderKnown {
-			return Num(v.RankSpread(users))
+	rawErr, chargeErr := in.Pass.bounds(in.DB)
+	// the factor from the database's usage, known to within the charge
+	// the pass moment explains and the report's integer RawUsage
+	ownBounds := in.DB.UsageBounds(alg, own, sshare.UsageResolution, chargeErr, damp)
+	var rankLo, rankHi []int32
+	if fairTree {
+		lfsErr := make([]float64, len(ownBounds))
+		for i := range ownBounds {
+			lfsErr[i] = ownBounds[i].LevelFS
 		}
-		return 0
+		rankLo, rankHi = in.DB.RankIntervals(own, lfsErr)
+		if in.TieOrderKnown {
+			// ties rank in slurmctld's order: only the usage error widens
+			for i := range own {
+				own[i].RankMin, own[i].RankMax = own[i].Rank, own[i].Rank
+			}
+			rankLo, rankHi = in.DB.RankIntervals(own, lfsErr)
+		}
+		for i := range own {
+			if a := in.DB.Association(i); a.IsUser() {
+				own[i].RankMin, own[i].RankMax = rankLo[i], rankHi[i]
+			}
+		}
 	}
+	dbSide, repSide := FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
+	users := in.DB.Users()
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
+		factor := Num(ownBounds[i].FairShare)
+		if fairTree {
+			factor = Num(own[i].RankSpread(users))
+		}
 		dbSide[i].Bound = Values{NormShares: notJudged, NormUsage: notJudged, EffectiveUsage: notJudged, LevelFS: notJudged,
-			FairShare: Num(tol.Factor) + spread(own[i], in.DB.Users())}
+			RawUsage: Num(rawErr[i]), FairShare: factor}
+		dbSide[i].Margin = Values{FairShare: Num(tol.Factor)}
 		dbSide[i].Relative = Values{RawUsage: Num(tol.Usage)}
 	}
 	for j := range repSide {
-		// sshare prints RawUsage truncated to an integer
-		repSide[j].Bound = Values{RawUsage: sshare.UsageResolution, FairShare: spread(replay[j], rt.Users())}
+		// sshare prints RawUsage truncated to an integer; the replay's
+		// own tie order is unknown
+		repSide[j].Bound = Values{RawUsage: sshare.UsageResolution}
+		if fairTree && !in.TieOrderKnown {
+			repSide[j].Bound.FairShare = Num(replay[j].RankSpread(rt.Users()))
+		}
 	}
 	usage := c.part(alg, 0, repSide, dbSide, entries, &c.Usage)
 	present := float64(usage.Counts[StatusOnlyReported] + usage.Counts[StatusOnlyComputed])
 	c.Drift = append(c.Drift,
-		result.Drift{Kind: result.DriftUsage, Value: "raw_usage", Max: float64(usage.MaxRelative.RawUsage), Beyond: usage.Beyond["raw_usage"]},
-		result.Drift{Kind: result.DriftUsage, Value: "fairshare", Max: math.Abs(float64(usage.MaxDrift.FairShare)), Beyond: usage.Beyond["fairshare"]},
+		result.Drift{Kind: result.DriftUsage, Value: "raw_usage", Max: float64(usage.MaxRelative.RawUsage), Bound: float64(usage.MaxRelativeBound.RawUsage), Beyond: usage.Beyond["raw_usage"]},
+		result.Drift{Kind: result.DriftUsage, Value: "fairshare", Max: math.Abs(float64(usage.MaxDrift.FairShare)), Bound: float64(usage.MaxBound.FairShare), Beyond: usage.Beyond["fairshare"]},
 		result.Drift{Kind: result.DriftUsage, Value: "associations", Max: present, Beyond: int(present)})
 	shares, rank := c.usagePairs(in.DB, own, rt, replay, fairTree, in.TieOrderKnown)
 	c.Drift = append(c.Drift, shares)
@@ -286,7 +366,7 @@ func inferLag(out *sshare.Output, rt *fairshare.Tree, bounds []fairshare.Values,
 	}
 	lagged := rt.ClassicLagged(prev, damp)
 	// the usage at the pass's start is known to the NormUsage printed
-	prevBounds := pt.UsageBounds(fairshare.AlgorithmClassic, pt.Classic(fairshare.ClassicOptions{Dampening: damp}), printPrecision*rootRaw+sshare.UsageResolution, damp)
+	prevBounds := pt.UsageBounds(fairshare.AlgorithmClassic, pt.Classic(fairshare.ClassicOptions{Dampening: damp}), printPrecision*rootRaw+sshare.UsageResolution, nil, damp)
 	for i := range min(n, len(rep.Associations)) {
 		e := &rep.Associations[i]
 		if e.Status != StatusDrift || e.Computed == nil || e.Reported == nil || e.Drift == nil || e.Allowed == nil {
@@ -450,10 +530,9 @@ func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *f
 			flag(c.Usage, k, fmt.Sprintf("shares %d in the database, %d in Slurm", a.Shares, r.Shares))
 		}
 		if fairTree && a.IsUser() {
+			// own's range holds the usage error (RankIntervals), and its
+			// ties unless their order is known
 			off := rankOutside(float64(replay[j].Rank), own[i])
-			if tieOrderKnown {
-				off = math.Abs(float64(replay[j].Rank - own[i].Rank))
-			}
 			// the replay's own tie order is unknown too
 			off = math.Max(0, off-float64(replay[j].RankMax-replay[j].RankMin))
 			rank.Max = math.Max(rank.Max, off)

@@ -112,8 +112,12 @@ type Entry struct {
 	Reported *Values `json:"reported"`
 	Drift    *Values `json:"drift"`
 	// Allowed is the drift each value may show and still be ok: the
-	// tolerance plus what the reported inputs' precision explains.
+	// bound plus the tolerance. Bound is what the inputs' unknowns
+	// explain: print precision, RawUsage truncation, the charge and decay
+	// between two possible decay-pass moments, rank ranges (infinite:
+	// the value is not judged).
 	Allowed *Values `json:"allowed,omitempty"`
+	Bound   *Values `json:"bound,omitempty"`
 	// Notes say what else drifts (shares, a Fair Tree rank), or why a
 	// value is not judged.
 	Notes []string `json:"notes,omitempty"`
@@ -138,9 +142,11 @@ type Side struct {
 	Parent string
 	Depth  int
 	Values Values
-	// Bound is how uncertain each value is on this side (0 if exact);
-	// Relative adds a fraction of the larger of the two values compared.
-	Bound, Relative Values
+	// Bound is how uncertain each value is on this side (0 if exact):
+	// what its unknowns explain. Margin (absolute) and Relative (a
+	// fraction of the larger of the two values compared) are the
+	// tolerance beyond the bounds.
+	Bound, Margin, Relative Values
 }
 
 // Summary counts entries by status and records the largest drift per
@@ -151,6 +157,11 @@ type Summary struct {
 	// MaxRelative is the largest drift relative to the larger of the two
 	// values (at least 1).
 	MaxRelative Values `json:"max_relative_drift"`
+	// MaxBound and MaxRelativeBound are the largest bound (Entry.Bound),
+	// absolute and relative like MaxDrift and MaxRelative: how much drift
+	// the unknowns could explain somewhere in the comparison.
+	MaxBound         Values `json:"max_bound"`
+	MaxRelativeBound Values `json:"max_relative_bound"`
 	// Beyond counts, per value, the associations whose drift exceeds what
 	// is allowed.
 	Beyond map[string]int `json:"beyond"`
@@ -170,6 +181,18 @@ type Report struct {
 	// Formula is, beside a comparison with the database, Slurm's values
 	// against the algorithm replayed on Slurm's own usage.
 	Formula *Report `json:"formula,omitempty"`
+	// Phase is, beside a comparison with the database, what was known of
+	// the moment of slurmctld's decay passes.
+	Phase *Phase `json:"phase,omitempty"`
+}
+
+// Phase is where the moment of slurmctld's decay passes came from
+// (state_file, inferred, unknown) and how far apart, in seconds, the pass
+// the database's usage stands at and slurmctld's last one may be
+// (PassError.Window).
+type Phase struct {
+	Source      string  `json:"source"`
+	Uncertainty float64 `json:"uncertainty_seconds"`
 }
 
 // Compare matches reported and computed associations by key. Entries follow
@@ -202,6 +225,7 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 		sum.Beyond[f] = 0
 	}
 	maxDrift, maxRel := sum.MaxDrift.fields(), sum.MaxRelative.fields()
+	maxBound, maxRelBound := sum.MaxBound.fields(), sum.MaxRelativeBound.fields()
 	// Without sshare -m, one user's associations in several partitions
 	// share a key and the partition is unknown: they are matched in order.
 	byKey := chains(computed, func(s *Side) Key { return s.Key })
@@ -220,7 +244,7 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 		rep := &reported[i]
 		rv := rep.Values
 		status := StatusOnlyReported
-		var cv, d, allowed Values
+		var cv, d, allowed, bound Values
 		ci := match(rep.Key)
 		if ci >= 0 {
 			used[ci] = true
@@ -229,10 +253,13 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 			status = StatusOK
 			cf, rf, df, af := cv.fields(), rv.fields(), d.fields(), allowed.fields()
 			cb, rb := com.Bound.fields(), rep.Bound.fields()
+			cm, rm := com.Margin.fields(), rep.Margin.fields()
 			crel, rrel := com.Relative.fields(), rep.Relative.fields()
+			bf := bound.fields()
 			for k := range cf {
 				larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
-				*af[k] = Num(tolerance) + *cb[k] + *rb[k]
+				*bf[k] = *cb[k] + *rb[k]
+				*af[k] = Num(tolerance) + *cm[k] + *rm[k] + *bf[k]
 				if rel := max(*crel[k], *rrel[k]); rel > 0 {
 					*af[k] += rel * Num(larger)
 				}
@@ -247,6 +274,12 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 				if r := math.Abs(dk) / math.Max(larger, 1); r > float64(*maxRel[k]) && !math.IsInf(larger, 0) {
 					*maxRel[k] = Num(r)
 				}
+				if b := float64(*bf[k]); b > float64(*maxBound[k]) {
+					*maxBound[k] = Num(b)
+				}
+				if r := float64(*bf[k]) / math.Max(larger, 1); r > float64(*maxRelBound[k]) && !math.IsInf(larger, 0) {
+					*maxRelBound[k] = Num(r)
+				}
 				if math.Abs(dk) > float64(*af[k]) {
 					status = StatusDrift
 					sum.Beyond[Fields[k]]++
@@ -260,7 +293,7 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 		e := Entry{Account: rep.Key.Account, User: rep.Key.User, Partition: rep.Key.Partition, Parent: rep.Parent, Depth: rep.Depth, Status: status,
 			Reported: ref(rv)}
 		if ci >= 0 {
-			e.Computed, e.Drift, e.Allowed = ref(cv), ref(d), ref(allowed)
+			e.Computed, e.Drift, e.Allowed, e.Bound = ref(cv), ref(d), ref(allowed), ref(bound)
 		}
 		emit(e)
 	}

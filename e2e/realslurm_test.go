@@ -345,7 +345,7 @@ func replayLagged(t *testing.T, prev, cur *sshare.Output) *drift.Report {
 	}
 	vals := tree.ClassicLagged(prevRaw, 1)
 	// Inputs from two truncated snapshots: the classic bounds of each.
-	b := tree.UsageBounds(fairshare.AlgorithmClassic, vals, sshare.UsageResolution*2, 1)
+	b := tree.UsageBounds(fairshare.AlgorithmClassic, vals, sshare.UsageResolution*2, nil, 1)
 	return drift.Compare(fairshare.AlgorithmClassic, 1e-6, drift.FromSshare(cur), drift.FromTree(tree, vals, b))
 }
 

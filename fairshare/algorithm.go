@@ -28,34 +28,44 @@ func (t *Tree) Compute(alg Algorithm, dampening float64) ([]Values, error) {
 	return nil, fmt.Errorf("algorithm %q: expected classic, depth_oblivious or fair_tree", alg)
 }
 
-// UsageBounds says how far each computed value can move when every raw usage
-// is known only to within usageErr (sshare truncates RawUsage to an integer:
-// usageErr 1). It propagates that error through the algorithm's formulas to
-// first order, per value; +Inf where a value cannot be pinned down (a
-// denominator below usageErr), 0 where usage does not enter. FairShare of
-// Fair Tree is a rank: its bound is the rank range that other orders of
-// tied sibling accounts allow (Values.RankMin/RankMax); siblings whose
-// LevelFS lie within the usage bound of each other could still swap.
-func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening float64) []Values {
+// UsageBounds says how far each computed value can move when the raw
+// usage of association i is known only to within usageErr + extra[i]
+// (extra may be nil). sshare truncates RawUsage to an integer (usageErr 1);
+// extra is what else is unknown of each association's usage, such as the
+// charge of its running jobs between two possible decay passes. It
+// propagates that error through the algorithm's formulas to first order,
+// per value; +Inf where a value cannot be pinned down (a denominator below
+// its error), 0 where usage does not enter. FairShare of Fair Tree is a
+// rank: its bound is the rank range that other orders of tied sibling
+// accounts allow (Values.RankMin/RankMax; RankIntervals widens it by the
+// usage error).
+func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr float64, extra []float64, dampening float64) []Values {
 	if dampening <= 0 {
 		dampening = 1
 	}
 	a := t.assocs
 	out := make([]Values, len(a))
+	errOf := func(i int32) float64 {
+		if extra == nil {
+			return usageErr
+		}
+		return usageErr + extra[i]
+	}
 	rootRaw := a[t.root].RawUsage
 	inf := math.Inf(1)
-	// ratioErr bounds x/y for x, y each known to within usageErr.
-	ratioErr := func(x, y float64) float64 {
+	// ratioErr bounds x/y for x, y known to within ex, ey.
+	ratioErr := func(x, y, ex, ey float64) float64 {
 		switch {
-		case usageErr == 0:
+		case ex == 0 && ey == 0:
 			return 0
-		case y < usageErr:
+		case y < ey || y == 0:
 			return inf
 		}
-		return usageErr * (1 + x/y) / y
+		return (ex + ey*x/y) / y
 	}
+	rootErr := errOf(t.root)
 	for i := range a {
-		out[i].NormUsage = ratioErr(a[i].RawUsage, rootRaw)
+		out[i].NormUsage = ratioErr(a[i].RawUsage, rootRaw, errOf(int32(i)), rootErr)
 	}
 	out[t.root].NormUsage = 0
 	fairTree := alg == AlgorithmFairTree
@@ -64,9 +74,9 @@ func (t *Tree) UsageBounds(alg Algorithm, vals []Values, usageErr, dampening flo
 		o := &out[i]
 		if fairTree {
 			o.FairShare = vals[i].RankSpread(t.users)
-			o.EffectiveUsage = ratioErr(a[i].RawUsage, a[p].RawUsage)
+			o.EffectiveUsage = ratioErr(a[i].RawUsage, a[p].RawUsage, errOf(i), errOf(p))
 			if ue, lfs := vals[i].EffectiveUsage, vals[i].LevelFS; lfs > 0 && !math.IsNaN(lfs) {
-				if a[i].RawUsage < usageErr || o.EffectiveUsage*2 >= ue {
+				if a[i].RawUsage <= errOf(i) || o.EffectiveUsage*2 >= ue {
 					o.LevelFS = inf
 				} else {
 					o.LevelFS = lfs * o.EffectiveUsage / ue

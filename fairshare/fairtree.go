@@ -138,3 +138,123 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 	}
 	walk(t.root, false)
 }
+
+// RankIntervals widens each user's Fair Tree rank range (Values.RankMin,
+// RankMax) by the error of every LevelFS (lfsErr, e.g. UsageBounds'):
+// along the user's path, a sibling whose LevelFS is surely higher puts
+// all its users before this one, a sibling whose interval overlaps may or
+// may not. The count of users before gives the rank, so the range runs
+// from users − (surely and maybe before) to users − (surely before).
+// Exact ties keep their own range (RankMin/RankMax), which is included.
+func (t *Tree) RankIntervals(vals []Values, lfsErr []float64) (lo, hi []int32) {
+	n := len(t.assocs)
+	count := make([]int32, n) // users in the walk's subtree
+	for k := len(t.order) - 1; k >= 0; k-- {
+		i := t.order[k]
+		if t.isUser(i) {
+			count[i]++
+		}
+		if i != t.root {
+			count[t.fsParent[i]] += count[i]
+		}
+	}
+	low, high := make([]float64, n), make([]float64, n)
+	for i := range n {
+		l, e := vals[i].LevelFS, lfsErr[i]
+		// the level rankFairTree sorts by, where sshare prints none
+		switch t.kind[i] {
+		case kindParent | kindUser:
+			l, e = math.Inf(1), 0
+		case kindParent:
+			l, e = noVal, 0
+		}
+		if math.IsNaN(e) || math.IsInf(e, 1) || math.IsNaN(l) {
+			low[i], high[i] = math.Inf(-1), math.Inf(1)
+			continue
+		}
+		low[i], high[i] = l-e, l+e
+	}
+	surely, maybe := make([]int32, n), make([]int32, n) // users before, accumulated down the path
+	var byLow, byHigh, exact []rankEdge
+	for _, p := range t.order {
+		sib := t.kids[t.kidStart[p]:t.kidStart[p+1]]
+		if len(sib) == 0 {
+			continue
+		}
+		// prefix sums of users over siblings sorted by each end; exact
+		// are the siblings whose LevelFS is known exactly: two of them
+		// with one value are a tie, which RankMin/RankMax already hold
+		byLow, byHigh, exact = byLow[:0], byHigh[:0], exact[:0]
+		for _, c := range sib {
+			byLow = append(byLow, rankEdge{low[c], count[c]})
+			byHigh = append(byHigh, rankEdge{high[c], count[c]})
+			if low[c] == high[c] {
+				exact = append(exact, rankEdge{low[c], count[c]})
+			}
+		}
+		byValue := func(x, y rankEdge) int { return cmp.Compare(x.v, y.v) }
+		slices.SortFunc(byLow, byValue)
+		slices.SortFunc(byHigh, byValue)
+		slices.SortFunc(exact, byValue)
+		sumLow, sumHigh, sumExact := suffixUsers(byLow), suffixUsers(byHigh), suffixUsers(exact)
+		for _, c := range sib {
+			// siblings whose whole interval lies above c's
+			s := sumLow[firstAbove(byLow, high[c])]
+			// siblings that may come first: an interval reaching c's,
+			// but for exact ties, and c itself
+			m := sumHigh[firstAtLeast(byHigh, low[c])]
+			m -= sumExact[firstAtLeast(exact, low[c])] - sumExact[firstAbove(exact, low[c])]
+			if low[c] != high[c] {
+				m -= count[c]
+			}
+			surely[c], maybe[c] = surely[p]+s, maybe[p]+m
+		}
+	}
+	lo, hi = make([]int32, n), make([]int32, n)
+	users := int32(t.users)
+	for i := range n {
+		if !t.isUser(int32(i)) {
+			continue
+		}
+		lo[i] = min(vals[i].RankMin, vals[i].Rank, users-maybe[i])
+		hi[i] = max(vals[i].RankMax, vals[i].Rank, users-surely[i])
+	}
+	return lo, hi
+}
+
+// rankEdge is one end of a sibling's LevelFS interval and its users.
+type rankEdge struct {
+	v     float64
+	users int32
+}
+
+// firstAbove is the first index of sorted whose value is above v.
+func firstAbove(sorted []rankEdge, v float64) int {
+	k, _ := slices.BinarySearchFunc(sorted, v, func(e rankEdge, v float64) int {
+		if e.v <= v {
+			return -1
+		}
+		return 1
+	})
+	return k
+}
+
+// firstAtLeast is the first index of sorted whose value is v or above.
+func firstAtLeast(sorted []rankEdge, v float64) int {
+	k, _ := slices.BinarySearchFunc(sorted, v, func(e rankEdge, v float64) int {
+		if e.v < v {
+			return -1
+		}
+		return 1
+	})
+	return k
+}
+
+// suffixUsers is, for each k, the users of sorted[k:].
+func suffixUsers(sorted []rankEdge) []int32 {
+	s := make([]int32, len(sorted)+1)
+	for k := len(sorted) - 1; k >= 0; k-- {
+		s[k] = s[k+1] + sorted[k].users
+	}
+	return s
+}

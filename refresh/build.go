@@ -33,8 +33,11 @@ type Report struct {
 	// slurmctld's last decay pass (nil: none): classic values lag by one
 	// pass (fairshare.ClassicLagged).
 	PrevRaw map[drift.Key]float64
-	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is).
-	DB *fairshare.Tree
+	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is), with
+	// what is known of the pass it stands at (nil DB: Inputs' own).
+	DB    *fairshare.Tree
+	Pass  drift.PassError
+	Phase result.Phase
 	// Memo, shared by every Report made of one reading (nil: none), keeps
 	// Build's comparison with it: the report and the database's tree at
 	// its moment change only with the next reading, while Build runs after
@@ -56,6 +59,7 @@ type memoKey struct {
 	tieOrder  bool
 	db        *fairshare.Tree
 	lagged    bool
+	window    float64
 }
 
 // Inputs are everything Build needs for one cluster; slices are indexed
@@ -67,10 +71,16 @@ type Inputs struct {
 	// in slurmctld's order when TieOrderKnown.
 	Tree          *fairshare.Tree
 	TieOrderKnown bool
-	// PhaseKnown: the moment of slurmctld's decay passes was read from
-	// its state (priority_last_decay_ran); otherwise usage may be off by
-	// up to one PriorityCalcPeriod of charge.
-	PhaseKnown bool
+	// Passes are slurmctld's decay passes as the usage was rebuilt for
+	// them; Phase says how well their moment is known (an unknown one
+	// leaves usage off by up to one PriorityCalcPeriod of decay and
+	// charge). Running is the billing rate of the jobs that ran in the
+	// last PriorityCalcPeriod per association: with Phase, what drift is
+	// judged against (drift.PassError).
+	Passes   fairshare.Passes
+	Phase    result.Phase
+	Running  []float64
+	TailRisk slurmdbd.TailRisk
 	// TRES is decayed usage per TRES name; Uncharged, Pending (has pending
 	// jobs) and MauiUsage (windowed usage fraction) may be nil.
 	TRES      map[string][]float64
@@ -105,7 +115,10 @@ func Build(in *Inputs) (result.Cluster, error) {
 		if rc, err = memoCompare(in); err != nil {
 			return cl, fmt.Errorf("cluster %s: report of %s: %w", in.Name, in.Report.At.Format(time.RFC3339), err)
 		}
-		cl.Drift, cl.Applied = rc.Drift, rc.Applied
+		cl.Drift, cl.Applied, cl.Phase = rc.Drift, rc.Applied, in.Report.Phase
+		if in.Report.DB == nil {
+			cl.Phase = in.Phase
+		}
 	}
 	m := in.Memo
 	if m == nil {
@@ -214,19 +227,35 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 // memoCompare is drift.CompareReport of the inputs' report, computed once
 // per report and inputs.
 func memoCompare(in *Inputs) (*drift.Comparison, error) {
-	db := in.Report.DB
+	db, pass := in.Report.DB, in.Report.Pass
 	if db == nil {
-		db = in.Tree
+		db, pass = in.Tree, in.PassError(nil)
 	}
-	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, in.TieOrderKnown, db, in.Report.PrevRaw != nil}
+	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, in.TieOrderKnown, db, in.Report.PrevRaw != nil, pass.Window}
 	m := in.Report.Memo
 	if m != nil && m.rc != nil && m.key == key {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, DB: db, TieOrderKnown: in.TieOrderKnown}, false)
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}
 	return rc, err
+}
+
+// PassError is what the unknown moment of slurmctld's last decay pass
+// leaves unknown of the inputs' usage, for a report read from start to
+// end (nil: its moment is not in question): the phase's uncertainty, or
+// the whole PriorityCalcPeriod when a pass may have fallen during the
+// read, which then shows either side of it.
+func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
+	w := in.Phase.Uncertainty.Seconds()
+	if read != nil && in.Phase.Source != result.PhaseUnknown && in.Passes.Period > 0 {
+		start, end := float64(read[0].UnixNano())/1e9, float64(read[1].UnixNano())/1e9
+		if in.Passes.LastPass(end+w) >= start-w {
+			w = in.Passes.Period
+		}
+	}
+	return drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -87,6 +88,7 @@ type Exporter struct {
 
 	now       func() time.Time
 	db        *slurmdbd.DB
+	phase     phase
 	clusters  map[string]*clusterState
 	sources   map[string]result.Source
 	stages    map[string]result.Stage
@@ -107,9 +109,11 @@ type clusterState struct {
 	memo BuildMemo
 	// atReport rebuilds usage at the moments of the reports, with a
 	// Refresher of its own: each moves forward in time.
-	atReport  slurmdbd.Refresher
-	reportDB  *fairshare.Tree
-	reportFor time.Time
+	atReport    slurmdbd.Refresher
+	reportDB    *fairshare.Tree
+	reportFor   time.Time
+	reportPass  drift.PassError
+	reportPhase result.Phase
 	// mauiRollup is the hourly rollup the Maui windows were read at.
 	mauiRollup int64
 	maui       []float64
@@ -131,11 +135,12 @@ type reportState struct {
 func (e *Exporter) Ready() bool { return e.ready.Load() }
 
 type reportResult struct {
-	out  *sshare.Output
-	at   time.Time
-	boot time.Time
-	took time.Duration
-	err  error
+	out *sshare.Output
+	// at is the middle of the read, from start to end
+	at, start, end time.Time
+	boot           time.Time
+	took           time.Duration
+	err            error
 }
 
 // Run refreshes until ctx ends.
@@ -145,6 +150,7 @@ func (e *Exporter) Run(ctx context.Context) {
 	}
 	e.clusters = map[string]*clusterState{}
 	e.clusterUp = map[string]bool{}
+	e.phase.setPeriod(e.Conf.PriorityCalcPeriod)
 	e.sources = map[string]result.Source{"db": {}}
 	e.stages = map[string]result.Stage{}
 	reports := make(chan reportResult)
@@ -198,14 +204,17 @@ func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
 		r.out, r.err = e.Report(rctx)
 		t1 := e.now()
 		cancel()
-		r.at, r.took = t0.Add(t1.Sub(t0)/2), t1.Sub(start)
+		r.at, r.start, r.end, r.took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
+		if r.err == nil {
+			e.observe(t0, t1, r.out)
+		}
 		select {
 		case out <- r:
 		case <-ctx.Done():
 			return
 		}
 		select {
-		case <-time.After(e.ReportedInterval - e.now().Sub(start)):
+		case <-time.After(e.nextRead(t0, t1).Sub(e.now())):
 		case <-ctx.Done():
 			return
 		}
@@ -264,7 +273,10 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 			e.Log.Error().Err(err).Msg("refresh from the database at the moment of the report")
 			return
 		}
-		cs.reportDB, cs.reportFor = in.Tree, r.at
+		pass := in.PassError(&[2]time.Time{r.start, r.end})
+		cs.reportDB, cs.reportFor, cs.reportPass = in.Tree, r.at, pass
+		cs.reportPhase = in.Phase
+		cs.reportPhase.Uncertainty = time.Duration(pass.Window * float64(time.Second))
 	}
 }
 
@@ -313,6 +325,7 @@ func (e *Exporter) refreshAll(ctx context.Context, at time.Time) {
 			e.Conf = conf
 		}
 	}
+	e.phase.setPeriod(e.Conf.PriorityCalcPeriod)
 	t0 := e.now()
 	names, err := e.clusterNames(ctx)
 	e.stage(StageConnect, e.now().Sub(t0), err)
@@ -400,9 +413,18 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 	}
 	var problems []string
 	passes, since, err := Decay(conf, stateDir)
-	phaseKnown := err == nil
-	if err != nil && stateDir != "" {
-		problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
+	phase := result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second} // last_decay_ran is whole seconds
+	if err != nil {
+		phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: conf.PriorityCalcPeriod}
+		if pass, u, ok := e.inferredPass(local, at); ok {
+			// passes fall on whole seconds (an absolute deadline of
+			// whole seconds); a phase that moves by less would make the
+			// rebuild read everything again
+			passes.Phase = math.Round(float64(pass.UnixNano()) / 1e9)
+			phase = result.Phase{Source: result.PhaseInferred, Uncertainty: u + time.Second}
+		} else if stateDir != "" {
+			problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
+		}
 	}
 	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
 	if local {
@@ -424,7 +446,8 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		Settings:      settings(conf),
 		Tree:          tree,
 		TieOrderKnown: local && !e.boot.IsZero(),
-		PhaseKnown:    phaseKnown,
+		Passes:        passes,
+		Phase:         phase,
 		TRES:          map[string][]float64{},
 		Maui:          e.Maui,
 		Computed:      at,
@@ -442,7 +465,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		in.TRES[n] = v
 	}
 	e.warnChanged(name, problems)
-	in.Uncharged = snap.Uncharged
+	in.Uncharged, in.Running, in.TailRisk = snap.Uncharged, snap.Running, snap.TailRisk
 	if snap.LastRan.OK {
 		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
 	}
@@ -623,7 +646,7 @@ func (e *Exporter) publish() {
 		in.Memo = &cs.memo
 		if name == e.Conf.ClusterName && rep != nil && cs.reportFor.Equal(rep.At) {
 			in.Report = rep
-			rep.DB = cs.reportDB
+			rep.DB, rep.Pass, rep.Phase = cs.reportDB, cs.reportPass, cs.reportPhase
 		}
 		cl, err := Build(&in)
 		if err != nil {

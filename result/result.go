@@ -57,10 +57,29 @@ const (
 type Drift struct {
 	Kind, Value string
 	// Max is the largest absolute drift, Beyond how many associations
-	// drift by more than allowed.
-	Max    float64
-	Beyond int
+	// drift by more than allowed. Bound is the largest drift the
+	// inputs' unknowns explain (in Max's units; +Inf: some value cannot
+	// be judged).
+	Max, Bound float64
+	Beyond     int
 }
+
+// Phase is what is known of the moment of slurmctld's decay passes.
+type Phase struct {
+	// Source is PhaseStateFile, PhaseInferred or PhaseUnknown.
+	Source string
+	// Uncertainty is how far slurmctld's last pass and the one the
+	// database's usage was rebuilt for may be apart: the whole
+	// PriorityCalcPeriod when unknown.
+	Uncertainty time.Duration
+}
+
+// Where the phase of the decay passes comes from.
+const (
+	PhaseStateFile = "state_file" // priority_last_decay_ran
+	PhaseInferred  = "inferred"   // from successive reports
+	PhaseUnknown   = "unknown"
+)
 
 // Cluster is everything published for one cluster.
 type Cluster struct {
@@ -79,6 +98,9 @@ type Cluster struct {
 	LastRollup time.Time
 	// Computed is the moment the database values are computed for.
 	Computed time.Time
+	// Phase is what is known of the moment of slurmctld's decay passes
+	// on the usage compared (zero Source: no comparison).
+	Phase Phase
 	// Drift is empty when no report is fresh.
 	Drift []Drift
 	// Jobs are the pending jobs' priorities, one per job and partition,

@@ -95,7 +95,7 @@ func (in *UsageInputs) chargeTo(tres map[uint32][]float64, node map[uint32]int, 
 // keepsTRES says whether usage of a TRES is kept: billing, or with all
 // every TRES but energy (Cluster.tresCond says the same to the server).
 func keepsTRES(id uint32, all bool) bool {
-	return id != TRESEnergy && (all || id == TRESBilling)
+	return id != TRESEnergy && (all || id == TRESBilling || id == tresTailRate || id == tresTailMost)
 }
 
 // Charge charges usage and uncharged usage kept per id_assoc to the tree,
@@ -129,6 +129,21 @@ type Usage struct {
 	// charged: finished jobs' last partial pass interval, without
 	// AccountingStorageEnforce=limits.
 	Uncharged []float64
+	// Running is the billing rate (per second, QOS UsageFactor applied)
+	// of the jobs that ran at some time in the PriorityCalcPeriod before
+	// At: what slurmctld may have charged since a decay pass the rebuild
+	// cannot place (its phase unknown), and so part of the bound drift is
+	// judged against.
+	Running []float64
+	// TailRisk bounds how much finished jobs' uncharged tails may be off
+	// when the moment of slurmctld's passes is known only to within w
+	// seconds: min(w·Rate, Most) per tree association (subtree sums).
+	TailRisk TailRisk
+}
+
+// TailRisk: see Usage.TailRisk and tresTailRate.
+type TailRisk struct {
+	Rate, Most []float64
 }
 
 // maxUnits bounds the units of one TRES an association can hold at once
@@ -202,6 +217,22 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 			add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
 		u.Uncharged[i] += in.tail(j, jobsFrom) * billing
+		rate, most := in.tailRisk(j, jobsFrom)
+		add(Key{j.Assoc, tresTailRate}, rate*billing, "")
+		add(Key{j.Assoc, tresTailMost}, most*billing, "")
+	}
+	u.Running = make([]float64, n)
+	for _, jobs := range [][]Job{in.Jobs, in.Ended} {
+		for _, j := range jobs {
+			if !in.ranWithinPeriod(j) {
+				continue
+			}
+			if i, ok := node[j.Assoc]; ok {
+				if _, billing, err := in.jobTRES(j); err == nil {
+					u.Running[i] += billing
+				}
+			}
+		}
 	}
 	usage, uncharged, endedProblems := in.Tails(in.Ended, true)
 	problems = append(problems, endedProblems...)
@@ -225,8 +256,15 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 	}
 	for i := n - 1; i > 0; i-- {
 		u.Uncharged[in.Tree.Assocs[i].Parent] += u.Uncharged[i]
+		u.Running[in.Tree.Assocs[i].Parent] += u.Running[i]
 	}
 	u.Raw = u.TRES[TRESBilling]
+	u.TailRisk = TailRisk{Rate: u.TRES[tresTailRate], Most: u.TRES[tresTailMost]}
+	delete(u.TRES, tresTailRate)
+	delete(u.TRES, tresTailMost)
+	if u.TailRisk.Rate == nil {
+		u.TailRisk = TailRisk{make([]float64, n), make([]float64, n)}
+	}
 	return u, problems
 }
 
@@ -305,7 +343,8 @@ func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, u
 		if retimed {
 			r = in.retime(j)
 		}
-		if t == 0 && r == 0 {
+		rate, most := in.tailRisk(j, in.Since)
+		if t == 0 && r == 0 && rate == 0 {
 			continue
 		}
 		per, billing, err := in.jobTRES(j)
@@ -319,8 +358,30 @@ func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, u
 		if t != 0 {
 			uncharged[j.Assoc] += t * billing
 		}
+		usage[Key{j.Assoc, tresTailRate}] += rate * billing
+		usage[Key{j.Assoc, tresTailMost}] += most * billing
 	}
 	return usage, uncharged, problems
+}
+
+// tailRisk is j's part of TailRisk per unit of billing (0 for a running
+// job, or when slurmctld charges the tail at the job's end).
+func (in *UsageInputs) tailRisk(j Job, from float64) (rate, most float64) {
+	if in.Passes.ChargeJobEnd || j.End == 0 {
+		return 0, 0
+	}
+	end := float64(j.End)
+	start := max(float64(j.Start), from)
+	if end <= start {
+		return 0, 0
+	}
+	rate = math.Pow(in.Passes.D(), max(0, in.At-end))
+	return rate, rate * min(in.Passes.Period, end-start)
+}
+
+// ranWithinPeriod: j ran at some time in the PriorityCalcPeriod up to At.
+func (in *UsageInputs) ranWithinPeriod(j Job) bool {
+	return j.Start > 0 && float64(j.Start) < in.At && (j.End == 0 || float64(j.End) > in.At-in.Passes.Period)
 }
 
 // tail is the decayed usage per unit of count that slurmctld never charges

@@ -43,8 +43,14 @@ type Snapshot struct {
 	// Uncharged is finished jobs' uncharged billing usage per tree
 	// association (see Usage.Uncharged).
 	Uncharged []float64
-	LastRan   LastRan
-	At        time.Time
+	// Running is the billing rate of jobs that ran in the last
+	// PriorityCalcPeriod per tree association (see Usage.Running).
+	Running []float64
+	// TailRisk bounds finished jobs' uncharged tails against the phase
+	// of the passes (see Usage.TailRisk).
+	TailRisk TailRisk
+	LastRan  LastRan
+	At       time.Time
 	// Full is true when the refresh read the whole history.
 	Full bool
 	// Problems are rows left out, each naming the row.
@@ -410,7 +416,7 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 	for i := range tree.Assocs {
 		tree.Assocs[i].RawUsage = usage.Raw[i]
 	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, TRESNames: names, QOS: qos, LastRan: lastRan, At: at, Full: full,
+	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, Running: usage.Running, TailRisk: usage.TailRisk, TRESNames: names, QOS: qos, LastRan: lastRan, At: at, Full: full,
 		Problems: append(tree.Problems, problems...)}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,20 @@ import (
 // TRESBilling is the id of the billing TRES (tres_table static ids:
 // cpu=1, mem=2, energy=3, node=4, billing=5).
 const TRESBilling = 5
+
+// Finished jobs' uncharged tails depend on the moment of slurmctld's decay
+// passes: where it is unknown, so are they. These sums bound that, kept
+// like usage per id_assoc under ids no TRES has, so that they decay,
+// freeze and are saved with it; the rebuild takes them out of its TRES
+// (Usage.TailRisk):
+//   - tresTailRate: Σ billing·d^(At−end), what a tail one second longer
+//     or shorter moves;
+//   - tresTailMost: Σ billing·min(PriorityCalcPeriod, duration)·d^(At−end),
+//     the whole tail each job could have.
+const (
+	tresTailRate = math.MaxUint32 - iota
+	tresTailMost
+)
 
 // LastRan is <cluster>_last_ran_table: the end of the last rolled-up hour,
 // day and month (unix seconds). OK is false before a cluster's first

@@ -1,0 +1,135 @@
+package drift
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// passJob is a job of the simulated cluster: billing units on a user row
+// from start to end (0: running).
+type passJob struct {
+	row        int
+	start, end float64
+	billing    float64
+}
+
+// simulatePhase is the usage of every row of out as slurmctld holds it at
+// at when its passes fall at phase (fairshare.Passes, an independent
+// model of _decay_thread), accounts holding their subtree's sum, and the
+// billing rate of the jobs that ran in the last period and the finished
+// jobs' tail sums (PassError.Running, TailRate, TailMost).
+func simulatePhase(t *testing.T, out *sshare.Output, jobs []passJob, p fairshare.Passes, at float64) (raw, running, tailRate, tailMost []float64) {
+	t.Helper()
+	assocs, err := out.Associations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(assocs)
+	raw, running, tailRate, tailMost = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for _, j := range jobs {
+		raw[j.row] += p.JobUsage(j.start, j.end, at, j.billing)
+		if j.start < at && (j.end == 0 || j.end > at-p.Period) {
+			running[j.row] += j.billing
+		}
+		if j.end != 0 {
+			w := j.billing * math.Pow(p.D(), at-j.end)
+			tailRate[j.row] += w
+			tailMost[j.row] += w * min(p.Period, j.end-j.start)
+		}
+	}
+	for i := n - 1; i > 0; i-- {
+		for _, s := range [][]float64{raw, running, tailRate, tailMost} {
+			s[assocs[i].Parent] += s[i]
+		}
+	}
+	return raw, running, tailRate, tailMost
+}
+
+// TestPassErrorExplainsPhase: a database rebuild at one decay-pass phase
+// against slurmctld's usage at another, HL 1 h and a 1-minute period (the
+// stress setting of the e2e suite), three wide jobs running early in the
+// usage's life. The difference is all phase: PassError's bound holds it
+// for every association, and drift judged against it flags nothing;
+// judged without it (the phase taken as known) it flags, and a real fault
+// (one user's RawUsage reset) is still flagged with it.
+func TestPassErrorExplainsPhase(t *testing.T) {
+	const period, at = 60.0, 1_800_000_000.0
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 20 {
+		out := capture(t, "slurm-22.05/running-classic-1.txt")
+		var users []int
+		for i, row := range out.Rows {
+			if row.User != "" && row.User != "root" {
+				users = append(users, i)
+			}
+		}
+		var jobs []passJob
+		for _, u := range users {
+			// history, ended before the window: its uncharged tail
+			// depends on the phase
+			jobs = append(jobs, passJob{u, at - 3600 - r.Float64()*1800, at - 600 - r.Float64()*600, float64(1 + r.IntN(64))})
+			// short jobs, some charged nothing at all
+			for range 3 {
+				s := at - 900 + r.Float64()*800
+				jobs = append(jobs, passJob{u, s, s + 5 + r.Float64()*50, float64(1 + r.IntN(16))})
+			}
+		}
+		for k := range 3 {
+			// wide jobs started a few minutes ago: their charge is a large
+			// part of all usage
+			jobs = append(jobs, passJob{users[(trial+k*5)%len(users)], at - 120 - r.Float64()*300, 0, float64(int(64) << k)})
+		}
+		ctld := fairshare.Passes{HalfLife: 3600, Period: period, Phase: math.Floor(r.Float64() * period)}
+		db := ctld
+		db.Phase = math.Floor(r.Float64() * period)
+		repRaw, _, _, _ := simulatePhase(t, out, jobs, ctld, at)
+		dbRaw, running, tailRate, tailMost := simulatePhase(t, out, jobs, db, at)
+		for i := range out.Rows {
+			out.Rows[i].RawUsage = math.Trunc(repRaw[i]) // as sshare prints it
+		}
+		assocs, err := out.Associations()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range assocs {
+			assocs[i].RawUsage = dbRaw[i]
+		}
+		tree, err := fairshare.NewTree(assocs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pass := PassError{Window: period, Decay: ctld.D(), Running: running, TailRate: tailRate, TailMost: tailMost}
+		rawErr, _ := pass.bounds(tree)
+		for i := range repRaw {
+			if d := math.Abs(repRaw[i] - dbRaw[i]); d > rawErr[i] {
+				t.Fatalf("trial %d, %s/%s: usage %0.f apart at phases %v and %v, bound %.0f", trial, out.Rows[i].Account, out.Rows[i].User, d, ctld.Phase, db.Phase, rawErr[i])
+			}
+		}
+		judge := func(pass PassError) Summary {
+			c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6, Usage: 0.005, Factor: 0.01},
+				Report: out, DB: tree, TieOrderKnown: true, Pass: pass}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.Usage.Summary
+		}
+		if s := judge(pass); s.Beyond["raw_usage"]+s.Beyond["fairshare"] > 0 {
+			t.Fatalf("trial %d (phases %v, %v): drift beyond the bound %v; largest %+v, bound %+v", trial, ctld.Phase, db.Phase, s.Beyond, s.MaxRelative, s.MaxRelativeBound)
+		}
+		if ctld.Phase != db.Phase {
+			if s := judge(PassError{}); s.Beyond["raw_usage"] == 0 {
+				t.Errorf("trial %d (phases %v, %v): no drift when the phase is taken as known: the test shows nothing", trial, ctld.Phase, db.Phase)
+			}
+		}
+		// a reset user: far beyond what any phase explains
+		u := users[0]
+		out.Rows[u].RawUsage = 0
+		if s := judge(pass); s.Beyond["raw_usage"] == 0 {
+			t.Errorf("trial %d: %s/%s reset to 0 (was %.0f): not flagged", trial, out.Rows[u].Account, out.Rows[u].User, repRaw[u])
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package drift
+
+import (
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+)
+
+const simPeriod = 60 * time.Second
+
+var simBase = time.Date(2024, 3, 1, 12, 0, 7, 123_000_000, time.UTC)
+
+// phaseSim is a simulated slurmctld: the usage fingerprint counts the changes
+// (passes and spurious ones) at or before a moment.
+type phaseSim struct{ changes []time.Time }
+
+// addPasses adds passes at phase+k·P within [from, to).
+func (s *phaseSim) addPasses(phase, from, to time.Time) {
+	t := phase.Add(phaseFloor(from.Sub(phase), simPeriod) * simPeriod)
+	for ; t.Before(to); t = t.Add(simPeriod) {
+		if !t.Before(from) {
+			s.add(t)
+		}
+	}
+}
+
+func (s *phaseSim) add(t time.Time) {
+	s.changes = append(s.changes, t)
+	sort.Slice(s.changes, func(i, j int) bool { return s.changes[i].Before(s.changes[j]) })
+}
+
+func (s *phaseSim) usage(t time.Time) uint64 {
+	return uint64(sort.Search(len(s.changes), func(i int) bool { return s.changes[i].After(t) }))
+}
+
+// phaseDriver reads the simulation when the tracker says to.
+type phaseDriver struct {
+	t          *testing.T
+	p          *PhaseTracker
+	s          *phaseSim
+	dur        time.Duration
+	interval   time.Duration
+	rnd        *rand.Rand
+	start, end time.Time
+	reads      int
+}
+
+func newPhaseDriver(t *testing.T, s *phaseSim, dur time.Duration) *phaseDriver {
+	d := &phaseDriver{t: t, p: &PhaseTracker{Period: simPeriod}, s: s, dur: dur, interval: simPeriod, rnd: rand.New(rand.NewSource(1))}
+	d.read(simBase)
+	return d
+}
+
+// read takes sshare's snapshot anywhere within the read: brackets must hold
+// whichever moment it is.
+func (d *phaseDriver) read(at time.Time) {
+	d.start, d.end = at, at.Add(d.dur)
+	snap := at.Add(time.Duration(d.rnd.Int63n(int64(d.dur) + 1)))
+	d.p.Observe(d.start, d.end, d.s.usage(snap))
+	d.reads++
+}
+
+func (d *phaseDriver) next() time.Time {
+	next := d.p.Next(d.start, d.end, d.interval)
+	if next.Before(d.end.Add(phaseMinGap)) {
+		d.t.Fatalf("Next = %v, before last end %v + %v", next, d.end, phaseMinGap)
+	}
+	return next
+}
+
+func (d *phaseDriver) step() { d.read(d.next()) }
+
+// holds reports whether a pass at phase+k·P lies within Pass's window.
+func (d *phaseDriver) holds(phase time.Time) bool {
+	pass, unc, ok := d.p.Pass(d.end)
+	if !ok || pass.After(d.end) {
+		return false
+	}
+	off := pass.Sub(phase) - phaseRound(pass.Sub(phase), simPeriod)*simPeriod
+	return off.Abs() <= unc
+}
+
+// pin reads until pinned, checking from the first bracket on that the window
+// holds phase; it returns how many periods that took.
+func (d *phaseDriver) pin(phase time.Time, within int) float64 {
+	from := d.start
+	for !d.p.Pinned() {
+		if d.start.Sub(from) > time.Duration(within)*simPeriod {
+			d.t.Fatalf("not pinned within %d periods", within)
+		}
+		d.step()
+		if _, _, ok := d.p.Pass(d.end); ok && !d.holds(phase) {
+			pass, unc, _ := d.p.Pass(d.end)
+			d.t.Fatalf("at %v: pass %v ± %v misses phase %v", d.end, pass, unc, phase)
+		}
+	}
+	return float64(d.start.Sub(from)) / float64(simPeriod)
+}
+
+// runUntil makes the reads that start before t.
+func (d *phaseDriver) runUntil(t time.Time, each func()) {
+	for next := d.next(); next.Before(t); next = d.next() {
+		d.read(next)
+		if each != nil {
+			each()
+		}
+	}
+}
+
+func TestPhasePins(t *testing.T) {
+	for _, dur := range []time.Duration{50 * time.Millisecond, 2 * time.Second} {
+		t.Run(dur.String(), func(t *testing.T) {
+			phase := simBase.Add(37*time.Second + 400*time.Millisecond)
+			s := &phaseSim{}
+			s.addPasses(phase, simBase, simBase.Add(30*simPeriod))
+			d := newPhaseDriver(t, s, dur)
+			periods := d.pin(phase, 5)
+			t.Logf("read duration %v: pinned after %.2f periods", dur, periods)
+			d.runUntil(d.start.Add(10*simPeriod), func() {
+				if !d.p.Pinned() || !d.holds(phase) {
+					t.Fatalf("at %v: lost the phase (pinned %v)", d.end, d.p.Pinned())
+				}
+			})
+		})
+	}
+}
+
+// One read per period always straddles exactly one pass, so every bracket is a
+// whole period wide: with reads taking time it is wider than a period and says
+// nothing; with instant reads it is exactly a period, ±P/2. Reads at a fixed
+// P/3 bracket each pass at the same offset every period: the phase is found
+// but the window never narrows below P/3, so it is never pinned.
+func TestPhaseFixedInterval(t *testing.T) {
+	phase := simBase.Add(37 * time.Second)
+	for _, c := range []struct {
+		every, dur time.Duration
+		want       string
+	}{
+		{simPeriod, 50 * time.Millisecond, "unknown"},
+		{simPeriod, 0, "vague"},
+		{simPeriod / 3, 50 * time.Millisecond, "found"},
+	} {
+		s := &phaseSim{}
+		s.addPasses(phase, simBase, simBase.Add(20*simPeriod))
+		d := newPhaseDriver(t, s, c.dur)
+		for i := 1; i < 10*int(simPeriod/c.every); i++ {
+			d.read(simBase.Add(time.Duration(i) * c.every))
+			if d.p.Pinned() {
+				t.Fatalf("every %v: pinned after %d reads", c.every, i)
+			}
+		}
+		_, unc, ok := d.p.Pass(d.end)
+		var got string
+		switch {
+		case !ok:
+			got = "unknown"
+		case unc >= simPeriod/2:
+			got = "vague"
+		case d.holds(phase) && unc >= simPeriod/6:
+			got = "found"
+		}
+		if got != c.want {
+			t.Errorf("every %v, reads of %v: ok %v ± %v (%q), want %q", c.every, c.dur, ok, unc, got, c.want)
+		}
+	}
+}
+
+func TestPhaseRestart(t *testing.T) {
+	oldPhase := simBase.Add(37 * time.Second)
+	s := &phaseSim{}
+	d := newPhaseDriver(t, s, 50*time.Millisecond)
+	s.addPasses(oldPhase, simBase, simBase.Add(100*simPeriod)) // those after the restart are dropped below
+	d.pin(oldPhase, 5)
+	d.runUntil(d.start.Add(2*simPeriod), nil)
+
+	// Restart 10 s after a pass; passes resume 23 s later in the period.
+	restart := oldPhase.Add((phaseFloor(d.end.Sub(oldPhase), simPeriod)+1)*simPeriod + 10*time.Second)
+	newPhase := oldPhase.Add(23 * time.Second)
+	s.changes = s.changes[:s.usage(restart)]
+	s.addPasses(newPhase, restart, restart.Add(100*simPeriod))
+
+	// The first conflicting bracket (seen within a period) is ignored...
+	d.runUntil(restart.Add(simPeriod), nil)
+	if !d.p.Pinned() || !d.holds(oldPhase) {
+		t.Fatalf("one conflicting bracket moved the window")
+	}
+	// ...the second replaces the window.
+	d.runUntil(restart.Add(2*simPeriod), nil)
+	if !d.holds(newPhase) {
+		t.Fatalf("after two conflicting brackets the window misses the new phase")
+	}
+	periods := d.pin(newPhase, 3) // 5 periods from the restart
+	t.Logf("pinned again %.2f periods after the window moved (about %.1f after the restart)", periods, periods+2)
+}
+
+func TestPhaseSpuriousChange(t *testing.T) {
+	phase := simBase.Add(37 * time.Second)
+	s := &phaseSim{}
+	s.addPasses(phase, simBase, simBase.Add(30*simPeriod))
+	d := newPhaseDriver(t, s, 50*time.Millisecond)
+	d.pin(phase, 5)
+	d.runUntil(d.start.Add(simPeriod), nil)
+	before, unc, _ := d.p.Pass(d.end)
+
+	// A job end charged halfway between passes.
+	s.add(before.Add(simPeriod + simPeriod/2))
+	d.runUntil(d.start.Add(3*simPeriod), nil)
+	after, unc2, _ := d.p.Pass(d.end)
+	if off := after.Sub(before) % simPeriod; !d.p.Pinned() || off != 0 || unc2 != unc {
+		t.Fatalf("window moved by %v, uncertainty %v → %v (pinned %v)", off, unc, unc2, d.p.Pinned())
+	}
+}
+
+func TestPhaseNextPace(t *testing.T) {
+	// A read longer than the interval still leaves the minimum gap.
+	longRead := func(p *PhaseTracker, what string) {
+		start := simBase.Add(100 * simPeriod)
+		end := start.Add(simPeriod + 7*time.Second)
+		if got := p.Next(start, end, simPeriod); got.Before(end.Add(phaseMinGap)) {
+			t.Errorf("%s: Next after a long read = %v, %v before its end", what, got, end.Sub(got))
+		}
+	}
+	longRead(&PhaseTracker{Period: simPeriod}, "no window")
+
+	phase := simBase.Add(11 * time.Second)
+	s := &phaseSim{}
+	s.addPasses(phase, simBase, simBase.Add(30*simPeriod))
+	d := newPhaseDriver(t, s, 50*time.Millisecond)
+	d.pin(phase, 5)
+	longRead(d.p, "pinned")
+	reads := d.reads
+	d.runUntil(d.start.Add(10*simPeriod), nil) // step checks the minimum gap
+	if n := d.reads - reads; n > 25 || n < 10 {
+		t.Errorf("%d reads over 10 pinned periods, want about 2 per period", n)
+	}
+}

@@ -1,0 +1,116 @@
+package refresh
+
+import (
+	"hash/fnv"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// phase holds the pass-phase tracker, which the report loop (when to read)
+// and the refresh loop (what reads show, where passes fall) share.
+type phase struct {
+	mu sync.Mutex
+	t  *drift.PhaseTracker
+	// period is Conf's PriorityCalcPeriod, which the refresh loop sets
+	// (the report loop must not read Conf, which that loop replaces)
+	period time.Duration
+}
+
+// setPeriod follows conf's PriorityCalcPeriod.
+func (p *phase) setPeriod(d time.Duration) {
+	p.mu.Lock()
+	p.period = d
+	p.mu.Unlock()
+}
+
+// UsageFingerprint is a hash of a report's RawUsage values: slurmctld
+// changes them at its decay passes, so two reads that differ bracket one
+// (drift.PhaseTracker).
+func UsageFingerprint(out *sshare.Output) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for i := range out.Rows {
+		v := math.Float64bits(out.Rows[i].RawUsage)
+		for k := range b {
+			b[k] = byte(v >> (8 * k))
+		}
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// observe records a read of the reported side; a new PriorityCalcPeriod
+// starts the inference afresh.
+func (e *Exporter) observe(start, end time.Time, out *sshare.Output) {
+	e.phase.mu.Lock()
+	defer e.phase.mu.Unlock()
+	if p := e.phase.period; p > 0 && (e.phase.t == nil || e.phase.t.Period != p) {
+		e.phase.t = &drift.PhaseTracker{Period: p}
+	}
+	if e.phase.t == nil {
+		return
+	}
+	e.phase.t.Observe(start, end, UsageFingerprint(out))
+}
+
+// inferredPass is slurmctld's last decay pass at or before at as the
+// reads inferred it, for the local cluster (ok false: not pinned).
+func (e *Exporter) inferredPass(local bool, at time.Time) (pass time.Time, uncertainty time.Duration, ok bool) {
+	if !local {
+		return pass, 0, false
+	}
+	e.phase.mu.Lock()
+	defer e.phase.mu.Unlock()
+	if e.phase.t == nil || e.phase.t.Period != e.phase.period {
+		return pass, 0, false
+	}
+	return e.phase.t.Pass(at)
+}
+
+// nextRead is when to read the reported side next: just after the
+// state file's next pass when it is readable, so that no read straddles a
+// pass; otherwise as the tracker schedules reads to pin the phase and
+// then to read just after each pass.
+func (e *Exporter) nextRead(start, end time.Time) time.Time {
+	e.phase.mu.Lock()
+	t := e.phase.t
+	e.phase.mu.Unlock()
+	regular := start.Add(e.ReportedInterval)
+	if t == nil {
+		return regular
+	}
+	if e.StateDir != "" {
+		if ran, _, err := slurmstate.LastDecayRan(e.StateDir); err == nil {
+			next := ran
+			for !next.After(end) {
+				next = next.Add(t.Period)
+			}
+			// whole seconds, and the pass itself takes a moment
+			next = next.Add(time.Second + end.Sub(start))
+			return minTime(next, regular)
+		}
+	}
+	e.phase.mu.Lock()
+	defer e.phase.mu.Unlock()
+	return e.phase.t.Next(start, end, e.ReportedInterval)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// InferPhase gives the exporter a tracker that has seen reads of the
+// reported side (check, which reads sshare across a pass itself).
+func (e *Exporter) InferPhase(t *drift.PhaseTracker) {
+	e.phase.mu.Lock()
+	e.phase.t, e.phase.period = t, t.Period
+	e.phase.mu.Unlock()
+}
