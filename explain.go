@@ -67,8 +67,13 @@ type Explanation struct {
 	Path      []Level              `json:"path"`
 	Factors   map[string]drift.Num `json:"factors"`
 	Reported  *drift.Num           `json:"reported_factor,omitempty"`
-	Users     int                  `json:"user_associations"`
-	Reason    string               `json:"reason"`
+	// FactorRanges are classic's and Fair Tree's factors over every
+	// moment slurmctld's last decay pass may have fallen at (Phase):
+	// what Slurm reports lies inside.
+	FactorRanges map[string][2]drift.Num `json:"factor_ranges,omitempty"`
+	Phase        drift.Phase             `json:"phase"`
+	Users        int                     `json:"user_associations"`
+	Reason       string                  `json:"reason"`
 }
 
 func (c *explainCmd) Run(env *runEnv) error {
@@ -107,14 +112,16 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if out != nil {
 		in.Report = &refresh.Report{Out: out, At: at}
 	}
+	in.Ranges = true
 	cl, err := refresh.Build(in)
 	if err != nil {
 		return err
 	}
+	phase := drift.Phase{Source: in.Phase.Source, Uncertainty: in.PassError(nil).Window}
 	if c.Job != 0 {
-		return c.explainJob(env, cl, conf, at)
+		return c.explainJob(env, cl, conf, at, phase)
 	}
-	exps, err := explain(cl, at, c.User, c.Account)
+	exps, err := explain(cl, at, c.User, c.Account, phase)
 	if err != nil {
 		return err
 	}
@@ -134,7 +141,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // explain finds the user's associations and their paths from root.
-func explain(cl result.Cluster, at time.Time, user, account string) ([]Explanation, error) {
+func explain(cl result.Cluster, at time.Time, user, account string, phase drift.Phase) ([]Explanation, error) {
 	accounts := map[string]*result.Association{}
 	users := 0
 	for i := range cl.Assocs {
@@ -162,9 +169,16 @@ func explain(cl result.Cluster, at time.Time, user, account string) ([]Explanati
 			"classic": drift.Num(a.Classic.FairShare), "fair_tree": drift.Num(a.FairTree.FairShare),
 			"ticket_based": drift.Num(a.TicketBased), "maui": drift.Num(a.Maui),
 		}}
+		x.Phase = phase
 		if !math.IsNaN(a.ReportedFactor) {
 			r := drift.Num(a.ReportedFactor)
 			x.Reported = &r
+		}
+		if r := a.Range; r != nil {
+			x.FactorRanges = map[string][2]drift.Num{
+				"classic":   {drift.Num(r.Classic[0]), drift.Num(r.Classic[1])},
+				"fair_tree": {drift.Num(r.FairTree[0]), drift.Num(r.FairTree[1])},
+			}
 		}
 		for _, p := range path {
 			x.Path = append(x.Path, Level{Account: p.Account, User: p.User, Partition: p.Partition, Shares: p.Shares, RawUsage: p.RawUsage,
@@ -268,6 +282,9 @@ func (x Explanation) writeTable(w io.Writer) {
 	if x.Reported != nil {
 		fmt.Fprintf(w, "; Slurm reports %s", num(*x.Reported))
 	}
+	if c, f := x.FactorRanges["classic"], x.FactorRanges["fair_tree"]; wide(c) || wide(f) {
+		fmt.Fprintf(w, "\n%s: classic %s, fair_tree %s", x.Phase.Describe(), numRange(c), numRange(f))
+	}
 	fmt.Fprintf(w, "\n%s\n\n", term(x.Reason))
 }
 
@@ -280,4 +297,14 @@ func num(n drift.Num) string {
 		return "inf"
 	}
 	return fmt.Sprintf("%.6f", float64(n))
+}
+
+// wide: r spans more than the six decimals the table prints.
+func wide(r [2]drift.Num) bool { return float64(r[1]-r[0]) >= 1e-6 }
+
+func numRange(r [2]drift.Num) string {
+	if !wide(r) {
+		return num(r[0])
+	}
+	return num(r[0]) + "–" + num(r[1])
 }

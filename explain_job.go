@@ -20,6 +20,9 @@ type FactorLine struct {
 	Normalized drift.Num `json:"normalized"`
 	Weight     float64   `json:"weight"`
 	Weighted   drift.Num `json:"weighted"`
+	// Range is the normalized factor over the possible moments of
+	// slurmctld's last priority pass, where they move it.
+	Range *[2]drift.Num `json:"range,omitempty"`
 }
 
 // JobExplanation is one pending job's priority in one partition.
@@ -33,6 +36,10 @@ type JobExplanation struct {
 	User      string       `json:"user"`
 	QOS       string       `json:"qos"`
 	Priority  drift.Num    `json:"priority"`
+	// PriorityRange is the priority over the possible moments of
+	// slurmctld's last priority pass (Phase): sprio's lies inside.
+	PriorityRange [2]drift.Num `json:"priority_range"`
+	Phase         drift.Phase  `json:"phase"`
 	Dominant  string       `json:"dominant_factor,omitempty"`
 	Factors   []FactorLine `json:"factors"`
 	// TRES is each weighted TRES's normalized factor.
@@ -43,7 +50,7 @@ type JobExplanation struct {
 }
 
 // explainJob explains job c.Job as of at: one explanation per partition.
-func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.Config, at time.Time) error {
+func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.Config, at time.Time, phase drift.Phase) error {
 	if conf.PriorityType != "priority/multifactor" {
 		return fmt.Errorf("job %d: slurm.conf's PriorityType is %s: only priority/multifactor weighs factors", c.Job, conf.PriorityType)
 	}
@@ -57,8 +64,9 @@ func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.
 			continue
 		}
 		x := jobExplanation(cl, conf, j, at)
+		x.Phase = phase
 		if a := cl.Association(j.AssocID); a != nil {
-			if exps, err := explain(cl, at, a.User, a.Account); err == nil {
+			if exps, err := explain(cl, at, a.User, a.Account, phase); err == nil {
 				for k := range exps {
 					if exps[k].Path[len(exps[k].Path)-1].Partition == a.Partition {
 						x.Fairshare = &exps[k]
@@ -86,8 +94,16 @@ func jobExplanation(cl result.Cluster, conf *slurmconf.Config, j *result.Job, at
 	if j.Dominant >= 0 {
 		x.Dominant = j.Dominant.String()
 	}
+	x.PriorityRange = [2]drift.Num{x.Priority, x.Priority}
+	if r := j.Range; r != nil {
+		x.PriorityRange = [2]drift.Num{drift.Num(r.Low.Priority), drift.Num(r.High.Priority)}
+	}
 	for f := priority.Factor(0); f < priority.NumFactors; f++ {
-		x.Factors = append(x.Factors, FactorLine{Factor: f.String(), Normalized: drift.Num(j.Normalized[f]), Weight: cl.Weights[f], Weighted: drift.Num(j.Weighted[f])})
+		l := FactorLine{Factor: f.String(), Normalized: drift.Num(j.Normalized[f]), Weight: cl.Weights[f], Weighted: drift.Num(j.Weighted[f])}
+		if r := j.Range; r != nil && r.Low.Normalized[f] != r.High.Normalized[f] {
+			l.Range = &[2]drift.Num{drift.Num(r.Low.Normalized[f]), drift.Num(r.High.Normalized[f])}
+		}
+		x.Factors = append(x.Factors, l)
 	}
 	if len(j.TRES) > 0 {
 		x.TRES = map[string]drift.Num{}
@@ -119,9 +135,13 @@ func (x JobExplanation) writeTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "job %s in partition %s, user %s, account %s, qos %s: cluster %s at %s\n\n", job, term(x.Partition), term(x.User), term(x.Account), term(x.QOS), term(x.Cluster), x.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "factor\tnormalized\tweight\tweighted\t")
+	fmt.Fprintln(tw, "factor\tnormalized\tweight\tweighted\trange (normalized)\t")
 	for _, f := range x.Factors {
-		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t\n", f.Factor, normNum(f.Normalized), f.Weight, weightedNum(f.Weighted))
+		r := ""
+		if f.Range != nil {
+			r = normNum(f.Range[0]) + "–" + normNum(f.Range[1])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t\n", f.Factor, normNum(f.Normalized), f.Weight, weightedNum(f.Weighted), r)
 	}
 	names := make([]string, 0, len(x.TRES))
 	for n := range x.TRES {
@@ -131,8 +151,15 @@ func (x JobExplanation) writeTable(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(tw, "  tres %s\t%s\t\t\t\n", term(n), normNum(x.TRES[n]))
 	}
-	fmt.Fprintf(tw, "priority\t\t\t%s\t\n", weightedNum(x.Priority))
+	r := ""
+	if x.PriorityRange[0] != x.PriorityRange[1] {
+		r = weightedNum(x.PriorityRange[0]) + "–" + weightedNum(x.PriorityRange[1])
+	}
+	fmt.Fprintf(tw, "priority\t\t\t%s\t%s\t\n", weightedNum(x.Priority), r)
 	tw.Flush()
+	if r != "" {
+		fmt.Fprintf(w, "\nranges: %s\n", x.Phase.Describe())
+	}
 	if x.Dominant != "" {
 		fmt.Fprintf(w, "\nmost of it: %s\n", term(x.Dominant))
 	}

@@ -82,6 +82,8 @@ var (
 		"slurm_cluster", "kind", "value")
 	descPhase = desc("fairshare", "decay_phase_uncertainty_seconds", "How far apart slurmctld's last decay pass and the one the compared database usage was rebuilt for may be; source: state_file (priority_last_decay_ran), inferred (from successive reports), unknown (the whole PriorityCalcPeriod). Absent when no report is fresh.",
 		"slurm_cluster", "source")
+	descLastPass = desc("fairshare", "decay_last_pass_timestamp_seconds", "When slurmctld last ran its decay pass before the compared report (unix seconds), as far as known; source as for decay_phase_uncertainty_seconds. Absent when the phase is unknown or no report is fresh.",
+		"slurm_cluster", "source")
 	descBeyond = desc("fairshare", "drift_beyond_tolerance_associations", "Associations whose drift exceeds the exporter's tolerance, per kind and value (value=associations: present on one side only). Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
 	descConfig = desc("fairshare", "config_info", "Priority settings of slurm.conf as the exporter read them; value 1.",
@@ -368,6 +370,9 @@ func collectCluster(cl *result.Cluster, gauge gaugeFunc) {
 	}
 	if cl.Phase.Source != "" {
 		gauge(descPhase, cl.Phase.Uncertainty.Seconds(), cl.Name, cl.Phase.Source)
+		if !cl.Phase.Last.IsZero() {
+			gauge(descLastPass, seconds(cl.Phase.Last), cl.Name, cl.Phase.Source)
+		}
 	}
 	c := cl.Config
 	gauge(descConfig, 1, cl.Name, string(cl.Algorithm), c.PriorityFlags, ftoa(c.HalfLife.Seconds()), ftoa(c.CalcPeriod.Seconds()),

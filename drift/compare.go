@@ -80,6 +80,39 @@ type PassError struct {
 	TailRate, TailMost []float64
 }
 
+// FactorBounds is how far each association's factor, vals computed under
+// alg on t, may be from slurmctld's for what e leaves unknown of t's usage
+// and resolution more (sshare's integer RawUsage: 1): the first-order
+// bound of classic's FairShare, the rank range under Fair Tree, which it
+// sets in vals (RankMin/RankMax; ties keep slurmctld's order when
+// tieOrderKnown, and their range otherwise).
+func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals []fairshare.Values, resolution, damp float64, tieOrderKnown bool) []float64 {
+	_, charge := e.bounds(t)
+	b := t.UsageBounds(alg, vals, resolution, charge, damp)
+	out := make([]float64, len(b))
+	if alg != fairshare.AlgorithmFairTree {
+		for i := range b {
+			out[i] = b[i].FairShare
+		}
+		return out
+	}
+	lfsErr := make([]float64, len(b))
+	for i := range b {
+		lfsErr[i] = b[i].LevelFS
+		if tieOrderKnown {
+			vals[i].RankMin, vals[i].RankMax = vals[i].Rank, vals[i].Rank
+		}
+	}
+	lo, hi := t.RankIntervals(vals, lfsErr)
+	for i := range vals {
+		if a := t.Association(i); a.IsUser() {
+			vals[i].RankMin, vals[i].RankMax = lo[i], hi[i]
+			out[i] = vals[i].RankSpread(t.Users())
+		}
+	}
+	return out
+}
+
 // bounds are, per association of t, how far its RawUsage may be from
 // slurmctld's (raw) and the part of it that factors see (charge): usage
 // U at one pass is s·U + c at the other, s within d^±Window (decay, the
@@ -196,40 +229,15 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if err != nil {
 		return nil, err
 	}
-	rawErr, chargeErr := in.Pass.bounds(in.DB)
+	rawErr, _ := in.Pass.bounds(in.DB)
 	// the factor from the database's usage, known to within the charge
 	// the pass moment explains and the report's integer RawUsage
-	ownBounds := in.DB.UsageBounds(alg, own, sshare.UsageResolution, chargeErr, damp)
-	var rankLo, rankHi []int32
-	if fairTree {
-		lfsErr := make([]float64, len(ownBounds))
-		for i := range ownBounds {
-			lfsErr[i] = ownBounds[i].LevelFS
-		}
-		rankLo, rankHi = in.DB.RankIntervals(own, lfsErr)
-		if in.TieOrderKnown {
-			// ties rank in slurmctld's order: only the usage error widens
-			for i := range own {
-				own[i].RankMin, own[i].RankMax = own[i].Rank, own[i].Rank
-			}
-			rankLo, rankHi = in.DB.RankIntervals(own, lfsErr)
-		}
-		for i := range own {
-			if a := in.DB.Association(i); a.IsUser() {
-				own[i].RankMin, own[i].RankMax = rankLo[i], rankHi[i]
-			}
-		}
-	}
+	factorErr := in.Pass.FactorBounds(in.DB, alg, own, sshare.UsageResolution, damp, in.TieOrderKnown)
 	dbSide, repSide := FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
-	users := in.DB.Users()
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
-		factor := Num(ownBounds[i].FairShare)
-		if fairTree {
-			factor = Num(own[i].RankSpread(users))
-		}
 		dbSide[i].Bound = Values{NormShares: notJudged, NormUsage: notJudged, EffectiveUsage: notJudged, LevelFS: notJudged,
-			RawUsage: Num(rawErr[i]), FairShare: factor}
+			RawUsage: Num(rawErr[i]), FairShare: Num(factorErr[i])}
 		dbSide[i].Margin = Values{FairShare: Num(tol.Factor)}
 		dbSide[i].Relative = Values{RawUsage: Num(tol.Usage)}
 	}

@@ -4,10 +4,12 @@ package drift
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // Status of one association in a comparison.
@@ -193,6 +195,17 @@ type Report struct {
 type Phase struct {
 	Source      string  `json:"source"`
 	Uncertainty float64 `json:"uncertainty_seconds"`
+}
+
+// Describe says where the values come from in words, for tables.
+func (p Phase) Describe() string {
+	switch p.Source {
+	case result.PhaseStateFile:
+		return fmt.Sprintf("over slurmctld's last decay pass, read from its state (±%gs)", p.Uncertainty)
+	case result.PhaseInferred:
+		return fmt.Sprintf("over the moments slurmctld's last decay pass may have fallen at, inferred from its reports (±%gs)", p.Uncertainty)
+	}
+	return fmt.Sprintf("over every moment slurmctld's last decay pass may have fallen at (its phase unknown: the last %gs)", p.Uncertainty)
 }
 
 // Compare matches reported and computed associations by key. Entries follow

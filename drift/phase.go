@@ -89,9 +89,12 @@ func (p *PhaseTracker) bracket(a, b time.Time) {
 
 // Pass returns the latest pass moment at or before t as far as known: the
 // middle of the window the pass lies in, and the half-width of that window (the
-// uncertainty). ok is false while nothing pins it.
+// uncertainty). ok is false while nothing pins it, and while a bracket
+// that fits no occurrence of the window leaves the phase in doubt (a
+// restart moves it: usage is then judged against the whole period until
+// the new phase is found).
 func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Duration, ok bool) {
-	if !p.valid {
+	if !p.valid || p.conflicts > 0 {
 		return time.Time{}, 0, false
 	}
 	m := phaseMid(p.lo, p.hi)

@@ -99,6 +99,9 @@ type Inputs struct {
 	// Memo, kept per cluster across refreshes (nil: none), saves
 	// computing the same associations again.
 	Memo *BuildMemo
+	// Ranges asks Build for each factor's range over the possible pass
+	// moments (result.Association.Range, result.Job.Range): explain.
+	Ranges bool
 
 	assocIDs      []uint32 // id_assoc of each tree association
 	tresNames     map[uint32]string
@@ -151,6 +154,7 @@ type BuildMemo struct {
 	mauiUsage []float64
 	maui      fairshare.MauiConfig
 	rc        *drift.Comparison
+	ranges    bool
 
 	assocs    []result.Association
 	tresNames []string
@@ -158,7 +162,7 @@ type BuildMemo struct {
 
 // holds reports whether m's values are those of in and rc.
 func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
-	return m.assocs != nil && m.rc == rc && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
+	return m.assocs != nil && m.rc == rc && m.ranges == in.Ranges && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
 		maps.EqualFunc(m.tres, in.TRES, slices.Equal) && slices.Equal(m.uncharged, in.Uncharged) &&
 		slices.Equal(m.pending, in.Pending) && slices.Equal(m.mauiUsage, in.MauiUsage)
 }
@@ -166,8 +170,8 @@ func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
 // keep records in and rc as what m's values are of: the newest equal
 // inputs, so that the memo holds no older generation alive.
 func (m *BuildMemo) keep(in *Inputs, rc *drift.Comparison) {
-	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc =
-		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc
+	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc, m.ranges =
+		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc, in.Ranges
 }
 
 // buildAssocs computes every association's published values.
@@ -185,6 +189,10 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 	var ticket []fairshare.Values
 	if in.Pending != nil {
 		ticket, _ = t.TicketBased(in.Pending, s.Dampening)
+	}
+	var ranges []result.FactorRange
+	if in.Ranges {
+		ranges = in.factorRanges()
 	}
 	for i := range n {
 		a := t.Association(i)
@@ -207,6 +215,9 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		}
 		if in.Uncharged != nil {
 			o.Uncharged = in.Uncharged[i]
+		}
+		if ranges != nil {
+			o.Range = &ranges[i]
 		}
 		if k := len(tresNames); k > 0 {
 			o.TRES = tres[i*k : (i+1)*k : (i+1)*k]
@@ -258,4 +269,27 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 		}
 	}
 	return drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
+}
+
+// factorRanges are, per association of in.Tree, the classic and Fair Tree
+// factors over every moment slurmctld's last decay pass may have fallen
+// at (PassError): where the phase is unknown, explain gives the factor as
+// this range, which holds what Slurm reports.
+func (in *Inputs) factorRanges() []result.FactorRange {
+	t, pass, damp := in.Tree, in.PassError(nil), in.Settings.Dampening
+	out := make([]result.FactorRange, t.Len())
+	classic := t.Classic(fairshare.ClassicOptions{Dampening: damp})
+	b := pass.FactorBounds(t, fairshare.AlgorithmClassic, classic, 0, damp, in.TieOrderKnown)
+	ft := t.FairTree()
+	pass.FactorBounds(t, fairshare.AlgorithmFairTree, ft, 0, damp, in.TieOrderKnown)
+	users := float64(t.Users())
+	for i := range out {
+		f := classic[i].FairShare
+		out[i].Classic = [2]float64{math.Max(0, f-b[i]), math.Min(1, f+b[i])}
+		out[i].FairTree = [2]float64{math.NaN(), math.NaN()}
+		if a := t.Association(i); a.IsUser() && users > 0 {
+			out[i].FairTree = [2]float64{float64(ft[i].RankMin) / users, float64(ft[i].RankMax) / users}
+		}
+	}
+	return out
 }

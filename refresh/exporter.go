@@ -206,7 +206,7 @@ func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
 		cancel()
 		r.at, r.start, r.end, r.took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
 		if r.err == nil {
-			e.observe(t0, t1, r.out)
+			e.observe(t0, t1, r.boot, r.out)
 		}
 		select {
 		case out <- r:
@@ -425,6 +425,9 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		} else if stateDir != "" {
 			problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
 		}
+	}
+	if phase.Source != result.PhaseUnknown && passes.Period > 0 {
+		phase.Last = time.Unix(int64(passes.LastPass(float64(at.UnixNano())/1e9)), 0)
 	}
 	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
 	if local {

@@ -19,6 +19,7 @@ type phase struct {
 	// period is Conf's PriorityCalcPeriod, which the refresh loop sets
 	// (the report loop must not read Conf, which that loop replaces)
 	period time.Duration
+	boot   time.Time // slurmctld's, at the last read
 }
 
 // setPeriod follows conf's PriorityCalcPeriod.
@@ -44,12 +45,18 @@ func UsageFingerprint(out *sshare.Output) uint64 {
 	return h.Sum64()
 }
 
-// observe records a read of the reported side; a new PriorityCalcPeriod
-// starts the inference afresh.
-func (e *Exporter) observe(start, end time.Time, out *sshare.Output) {
+// observe records a read of the reported side, slurmctld having booted at
+// boot (zero: unknown); a new PriorityCalcPeriod or a restart of
+// slurmctld, which starts its passes at a new phase, starts the inference
+// afresh.
+func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
 	e.phase.mu.Lock()
 	defer e.phase.mu.Unlock()
-	if p := e.phase.period; p > 0 && (e.phase.t == nil || e.phase.t.Period != p) {
+	restarted := !boot.IsZero() && !e.phase.boot.IsZero() && !boot.Equal(e.phase.boot)
+	if !boot.IsZero() {
+		e.phase.boot = boot
+	}
+	if p := e.phase.period; p > 0 && (e.phase.t == nil || e.phase.t.Period != p || restarted) {
 		e.phase.t = &drift.PhaseTracker{Period: p}
 	}
 	if e.phase.t == nil {

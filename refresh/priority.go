@@ -123,7 +123,13 @@ func jobPriorities(in *Inputs, assocs []result.Association) ([]result.Job, []res
 		return nil, nil
 	}
 	fairTree := in.Settings.Algorithm == fairshare.AlgorithmFairTree
+	// sprio shows what slurmctld's last priority pass computed, at its
+	// last decay pass: there where that is known
 	at := in.Computed.Unix()
+	if !in.Phase.Last.IsZero() {
+		at = in.Phase.Last.Unix()
+	}
+	window := int64(math.Ceil(in.PassError(nil).Window))
 	jobs := make([]result.Job, len(p.Jobs))
 	type key struct{ account, partition, qos string }
 	groups := map[key][]int{}
@@ -140,6 +146,20 @@ func jobPriorities(in *Inputs, assocs []result.Association) ([]result.Job, []res
 		}
 		jobs[i] = result.Job{ID: pj.ID, ArrayTask: pj.ArrayTask, Account: pj.Account, User: pj.User, Partition: pj.Partition, QOS: pj.QOS,
 			Submit: j.Submit, Result: p.Config.Compute(&p.Cluster, &j, at)}
+		if in.Ranges {
+			// every factor rises with the fairshare factor and the age:
+			// the ends are the range's ends
+			low, high := j, j
+			if a := pj.Assoc; a >= 0 && assocs[a].Range != nil {
+				r := assocs[a].Range.Classic
+				if fairTree {
+					r = assocs[a].Range.FairTree
+				}
+				low.FairShare, high.FairShare = r[0], r[1]
+			}
+			jobs[i].Range = &result.JobRange{Low: p.Config.Compute(&p.Cluster, &low, at-window),
+				High: p.Config.Compute(&p.Cluster, &high, min(at+window, in.Computed.Unix()))}
+		}
 		if pj.Assoc >= 0 {
 			jobs[i].AssocID = assocs[pj.Assoc].ID
 		}

@@ -34,6 +34,15 @@ type Association struct {
 	// Uncharged is decayed usage slurmdbd recorded and slurmctld never
 	// charged (NaN when unknown).
 	Uncharged float64
+	// Range is, when asked for (explain), each factor over every moment
+	// slurmctld's last decay pass may have fallen at (nil: not asked).
+	Range *FactorRange
+}
+
+// FactorRange is the lowest and highest classic and Fair Tree factor
+// (NaN where the factor is blank).
+type FactorRange struct {
+	Classic, FairTree [2]float64
 }
 
 // Config is what the config_info metric says about a cluster.
@@ -72,6 +81,9 @@ type Phase struct {
 	// database's usage was rebuilt for may be apart: the whole
 	// PriorityCalcPeriod when unknown.
 	Uncertainty time.Duration
+	// Last is slurmctld's last pass before the compared report, as far
+	// as known (zero when the phase is unknown).
+	Last time.Time
 }
 
 // Where the phase of the decay passes comes from.
@@ -121,6 +133,16 @@ type Job struct {
 	AssocID uint32
 	Submit  int64
 	priority.Result
+	// Range is, when asked for (explain), the job's factors and priority
+	// at the two ends of what the unknown moment of slurmctld's last
+	// priority pass allows: its fairshare factor's range and its age
+	// then (nil: not asked).
+	Range *JobRange
+}
+
+// JobRange: see Job.Range.
+type JobRange struct {
+	Low, High priority.Result
 }
 
 // PendingGroup is the pending jobs of one account, partition and QOS.
