@@ -27,21 +27,21 @@ type FactorLine struct {
 
 // JobExplanation is one pending job's priority in one partition.
 type JobExplanation struct {
-	Cluster   string       `json:"cluster"`
-	At        time.Time    `json:"at"`
-	Job       uint32       `json:"job_id"`
-	ArrayTask string       `json:"array_task,omitempty"`
-	Partition string       `json:"partition"`
-	Account   string       `json:"account"`
-	User      string       `json:"user"`
-	QOS       string       `json:"qos"`
-	Priority  drift.Num    `json:"priority"`
+	Cluster   string    `json:"cluster"`
+	At        time.Time `json:"at"`
+	Job       uint32    `json:"job_id"`
+	ArrayTask string    `json:"array_task,omitempty"`
+	Partition string    `json:"partition"`
+	Account   string    `json:"account"`
+	User      string    `json:"user"`
+	QOS       string    `json:"qos"`
+	Priority  drift.Num `json:"priority"`
 	// PriorityRange is the priority over the possible moments of
 	// slurmctld's last priority pass (Phase): sprio's lies inside.
 	PriorityRange [2]drift.Num `json:"priority_range"`
 	Phase         drift.Phase  `json:"phase"`
-	Dominant  string       `json:"dominant_factor,omitempty"`
-	Factors   []FactorLine `json:"factors"`
+	Dominant      string       `json:"dominant_factor,omitempty"`
+	Factors       []FactorLine `json:"factors"`
 	// TRES is each weighted TRES's normalized factor.
 	TRES map[string]drift.Num `json:"tres,omitempty"`
 	// Unknown lists what the database cannot tell and what was assumed.
