@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 
-.PHONY: build test test-short bench bench-scale load demo dashboards package lint golden fuzz clean
+.PHONY: build test test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -37,6 +37,12 @@ bench:
 bench-scale:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m ./e2e
+
+## soak: TestServeRealSlurm's healthy mixed workload on real Slurm for DURATION (default 60m), the state file hidden, Prometheus evaluating the shipped rules: prints the alerts seen (must be none), drift and bound percentiles and the inferred phase's error (docs/serve.md)
+DURATION ?= 60m
+soak:
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
+	SLURMDBD_EXPORTER_SOAK=$(DURATION) $(GO) test -count=1 -run '^TestServeRealSlurm$$' -v -timeout 0 ./e2e | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|soak:|alarm|Error|error'
 
 ## load: 1000 scrapes from 100 clients with TLS and basic auth against serve --demo with 11,112 associations (docs/performance.md)
 load:

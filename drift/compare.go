@@ -76,7 +76,10 @@ type PassError struct {
 	Running []float64
 	// TailRate and TailMost bound finished jobs' uncharged tails, which
 	// the passes' moment decides without AccountingStorageEnforce=limits:
-	// a tail may be off by min(Window·TailRate, TailMost) (nil: none).
+	// they may be off by min(TailWindow·TailRate, TailMost) (nil: none).
+	// TailWindow is Window, or more where the jobs' passes may have
+	// fallen at another phase (before slurmctld last started).
+	TailWindow         float64
 	TailRate, TailMost []float64
 }
 
@@ -134,7 +137,7 @@ func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 			charge[i] = e.Running[i] * e.Window * scale
 		}
 		if e.TailRate != nil {
-			charge[i] += min(e.Window*e.TailRate[i], e.TailMost[i])
+			charge[i] += min(max(e.Window, e.TailWindow)*e.TailRate[i], e.TailMost[i])
 		}
 		raw[i] = t.Association(i).RawUsage*(scale-1) + charge[i]
 	}

@@ -125,8 +125,10 @@ func (p *PhaseTracker) Next(lastStart, lastEnd time.Time, interval time.Duration
 		limit = lastStart.Add(interval)
 	}
 	// The guard keeps a read's whole span (of about the last one's length) off
-	// the window's edge.
-	guard := 500*time.Millisecond + lastEnd.Sub(lastStart)
+	// the window's edge by more than the second a caller adds to the window
+	// (passes fall on whole seconds, and take a moment to show): a read
+	// closer to it could show either side of the pass.
+	guard := 1500*time.Millisecond + lastEnd.Sub(lastStart)
 	best := limit
 	k := phaseFloor(lastEnd.Sub(p.hi), p.Period) + 1 // first occurrence ending after lastEnd
 	for j := k - 1; j <= k+1; j++ {

@@ -71,6 +71,9 @@ type Inputs struct {
 	// in slurmctld's order when TieOrderKnown.
 	Tree          *fairshare.Tree
 	TieOrderKnown bool
+	// Boot is when slurmctld started, where known (the local cluster):
+	// its passes keep one phase since.
+	Boot time.Time
 	// Passes are slurmctld's decay passes as the usage was rebuilt for
 	// them; Phase says how well their moment is known (an unknown one
 	// leaves usage off by up to one PriorityCalcPeriod of decay and
@@ -268,8 +271,18 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 			w = in.Passes.Period
 		}
 	}
-	return drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
+	tw := w
+	if hl := in.Passes.HalfLife; in.Boot.IsZero() || hl <= 0 || in.Computed.Sub(in.Boot).Seconds() < tailHalfLives*hl {
+		// slurmctld starts its passes at a new phase when it starts: the
+		// tails of jobs that ended before then fell at another phase
+		tw = max(w, in.Passes.Period)
+	}
+	return drift.PassError{Window: w, TailWindow: tw, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
 }
+
+// tailHalfLives: tails older than this many half-lives weigh below 1e-6
+// of their usage.
+const tailHalfLives = 20
 
 // factorRanges are, per association of in.Tree, the classic and Fair Tree
 // factors over every moment slurmctld's last decay pass may have fallen

@@ -259,3 +259,33 @@ func TestReportMemo(t *testing.T) {
 		t.Errorf("a new tolerance did not compare again: %v", loose.Drift)
 	}
 }
+
+// TestPassErrorStraddle: a report read while a pass may have fallen is
+// judged against the whole period (it may show either side of the pass);
+// one read after the pass by more than the phase's uncertainty, as the
+// report loop schedules it, against the uncertainty alone.
+func TestPassErrorStraddle(t *testing.T) {
+	pass := time.Unix(1_800_000_000, 0)
+	in := &Inputs{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())},
+		Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}
+	for _, tc := range []struct {
+		name       string
+		start, end time.Duration // from the pass
+		window     float64
+	}{
+		{"after the pass", 2500 * time.Millisecond, 2600 * time.Millisecond, 2},
+		{"across the pass", -100 * time.Millisecond, 100 * time.Millisecond, 60},
+		{"inside the uncertainty", 1500 * time.Millisecond, 1600 * time.Millisecond, 60},
+		{"before the next", 55 * time.Second, 57 * time.Second, 2},
+		{"reaching into the next", 57 * time.Second, 58100 * time.Millisecond, 60},
+	} {
+		got := in.PassError(&[2]time.Time{pass.Add(tc.start), pass.Add(tc.end)}).Window
+		if got != tc.window {
+			t.Errorf("%s: window %v s, want %v", tc.name, got, tc.window)
+		}
+	}
+	in.Phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: time.Minute}
+	if got := in.PassError(nil).Window; got != 60 {
+		t.Errorf("phase unknown: window %v s, want the period", got)
+	}
+}

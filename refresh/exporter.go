@@ -449,6 +449,7 @@ func (e *Exporter) read(ctx context.Context, name string, ref *slurmdbd.Refreshe
 		Settings:      settings(conf),
 		Tree:          tree,
 		TieOrderKnown: local && !e.boot.IsZero(),
+		Boot:          ref.Boot,
 		Passes:        passes,
 		Phase:         phase,
 		TRES:          map[string][]float64{},
