@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -67,7 +68,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		// rank range
 		e.BootTime = c.bootTime(c.SlurmConf)
 	}
-	reported, read, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
+	reported, read, passRaw, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	// database against Slurm's usage, with Slurm's formula beside it
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
 		Tolerance: drift.Tolerance{Formula: c.Tolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
-		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, InferLag: true}, true)
+		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: passRaw, InferLag: true}, true)
 	if err != nil {
 		return err
 	}
@@ -109,27 +110,32 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 // readAcrossPass reads what Slurm reports: from --sshare-file, or by
 // running sshare, again and again across a decay pass when its moment is
 // unknown (--phase.wait), which e then knows. read is when the returned
-// report was read (nil: from a file, whose moment is --at).
-func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *sshare.Output, read *[2]time.Time, err error) {
+// report was read (nil: from a file, whose moment is --at); passRaw the
+// usage of the read that showed the pass, where it differs
+// (drift.Input.PassRaw).
+func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *sshare.Output, read *[2]time.Time, passRaw map[drift.Key]float64, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		defer f.Close()
 		out, err = parseSshare(f, name, c.Algorithm)
-		return out, nil, err
+		return out, nil, nil, err
 	}
 	wait, err := c.phaseWait(conf)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, _, err := slurmstate.LastDecayRan(stateDir); err == nil {
 		wait = 0 // the state file says when passes fall
 	}
 	tracker := &drift.PhaseTracker{Period: conf.PriorityCalcPeriod}
 	deadline := time.Now().Add(wait)
+	var first, prev, pass map[drift.Key]float64
+	var passes uint64
+	seen := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
 		start := time.Now()
@@ -137,22 +143,45 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 		end := time.Now()
 		cancel()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		read = &[2]time.Time{start, end}
-		tracker.Observe(start, end, refresh.UsageFingerprint(out))
+		raw := drift.RawByKey(out)
+		if prev != nil && drift.PassBetween(prev, raw) {
+			passes, pass = passes+1, raw
+		}
+		if first == nil {
+			first = raw
+		}
+		prev = raw
+		tracker.Observe(start, end, passes)
+		if seen || !end.Before(deadline) {
+			break
+		}
 		// one bracket, from reads a second apart, pins the pass to a few
 		// seconds: the bisection serve does over several periods is not
-		// worth a command's wait
-		if _, u, ok := tracker.Pass(end); ok && u < conf.PriorityCalcPeriod/4 || !end.Before(deadline) {
-			break
+		// worth a command's wait. The report is the read after, clear
+		// of the pass (a read near it may show either side).
+		if _, u, ok := tracker.Pass(end); ok && u < conf.PriorityCalcPeriod/4 {
+			seen = true
+			time.Sleep(1500*time.Millisecond + end.Sub(start))
+			continue
 		}
 		time.Sleep(min(time.Second, time.Until(deadline)))
 	}
 	if wait > 0 {
 		e.InferPhase(tracker)
+		if pass == nil {
+			// a pass fell while every association with usage ran a job
+			// (none decreased): its values lie between the first read's
+			// usage and the last's
+			pass = first
+		}
 	}
-	return out, read, nil
+	if maps.Equal(pass, prev) {
+		pass = nil
+	}
+	return out, read, pass, nil
 }
 
 // phaseWait is --phase.wait for conf.

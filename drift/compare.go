@@ -39,6 +39,14 @@ type Input struct {
 	// slurmctld's last decay pass (nil: none): classic values lag by one
 	// pass (fairshare.ClassicLagged).
 	PrevRaw map[Key]float64
+	// PassRaw is RawUsage per association from the first report after
+	// slurmctld's last decay pass (nil: none, or this report): with
+	// AccountingStorageEnforce=limits a job's end charges its last
+	// partial interval at once, while the values computed at the pass
+	// (NormUsage, EffectvUsage, LevelFS, FairShare, the rank) stay until
+	// the next one. Each may then lie between the replay on the report's
+	// usage and the replay on PassRaw.
+	PassRaw map[Key]float64
 	// InferLag, with no PrevRaw and the classic algorithm, tells drift that
 	// slurmctld's one-pass lag explains from drift it does not: slurmctld
 	// computes the accounts' NormUsage at the start of each pass, so the
@@ -194,6 +202,12 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
 		widenForLag(rt, replay, bounds, in.PrevRaw, damp)
 	}
+	var atPass []fairshare.Values // the replay on the usage at the last pass
+	if in.PassRaw != nil {
+		if atPass, err = widenForPass(rt, replay, bounds, in.PassRaw, alg, damp); err != nil {
+			return nil, err
+		}
+	}
 	reported := FromSshare(out)
 	for i := range reported {
 		if notYetComputed(out, &out.Rows[i]) {
@@ -222,7 +236,7 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	}
 	fairTree := alg == fairshare.AlgorithmFairTree
 	if fairTree {
-		c.Drift = append(c.Drift, c.formulaRanks(out, rt, replay))
+		c.Drift = append(c.Drift, c.formulaRanks(out, rt, replay, atPass))
 	}
 	if in.DB == nil {
 		return c, nil
@@ -338,6 +352,56 @@ func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw 
 		b.EffectiveUsage += absDiff(r.EffectiveUsage, l.EffectiveUsage)
 		b.FairShare += absDiff(r.FairShare, l.FairShare)
 	}
+}
+
+// widenForPass allows each value computed at slurmctld's last decay pass
+// to be anywhere between the replay and the replay on the usage at that
+// pass (Input.PassRaw), which it returns.
+func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw map[Key]float64, alg fairshare.Algorithm, damp float64) ([]fairshare.Values, error) {
+	assocs := make([]fairshare.Association, rt.Len())
+	for i := range assocs {
+		a := rt.Association(i)
+		if v, ok := passRaw[Key{Account: a.Account, User: a.User, Partition: a.Partition}]; ok {
+			a.RawUsage = v
+		}
+		assocs[i] = a
+	}
+	pt, err := fairshare.NewTree(assocs)
+	if err != nil {
+		return nil, err
+	}
+	at, err := pt.Compute(alg, damp)
+	if err != nil {
+		return nil, err
+	}
+	for i := range bounds {
+		b, r, p := &bounds[i], &replay[i], &at[i]
+		b.NormUsage += absDiff(r.NormUsage, p.NormUsage)
+		b.EffectiveUsage += absDiff(r.EffectiveUsage, p.EffectiveUsage)
+		b.FairShare += absDiff(r.FairShare, p.FairShare)
+		if math.IsInf(r.LevelFS, 0) != math.IsInf(p.LevelFS, 0) {
+			b.LevelFS = math.Inf(1)
+		} else {
+			b.LevelFS += absDiff(r.LevelFS, p.LevelFS)
+		}
+	}
+	return at, nil
+}
+
+// PassBetween reports whether slurmctld ran a decay pass between two
+// reports' RawUsage: decay is the only thing that lowers an association's
+// usage (besides an admin's reset, a fault drift shows anyway). A job's
+// end, charged at once under AccountingStorageEnforce=limits, only raises
+// its chain's; a pass with every association that holds usage running a
+// job shows no decrease and goes unseen, which leaves the phase less
+// known, never wrong.
+func PassBetween(prev, cur map[Key]float64) bool {
+	for k, v := range cur {
+		if p, ok := prev[k]; ok && v < p {
+			return true
+		}
+	}
+	return false
 }
 
 // printPrecision is how far a value sshare prints with %f (six decimals)
@@ -480,7 +544,7 @@ func absDiff(a, b float64) float64 {
 // replay's tree has a node per row, in the rows' order: rows are taken by
 // index, as two rows of one user in two partitions share a key without
 // sshare -m.
-func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay []fairshare.Values) result.Drift {
+func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay, atPass []fairshare.Values) result.Drift {
 	d := result.Drift{Kind: result.DriftFormula, Value: "rank"}
 	users := float64(rt.Users())
 	for i := range replay {
@@ -489,13 +553,19 @@ func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay
 			continue
 		}
 		rank := math.Round(r.FairShare * users)
-		off := rankOutside(rank, replay[i])
+		v := replay[i]
+		if atPass != nil {
+			// either usage's ranks
+			v.RankMin = min(v.RankMin, v.RankMax, atPass[i].RankMin, atPass[i].RankMax)
+			v.RankMax = max(replay[i].RankMin, v.RankMax, atPass[i].RankMin, atPass[i].RankMax)
+		}
+		off := rankOutside(rank, v)
 		d.Max = math.Max(d.Max, off)
 		if off > 0 {
 			d.Beyond++
 			if c.Formula != nil {
 				// entries follow the report's rows
-				flagEntry(c.Formula, i, fmt.Sprintf("rank %.0f reported, %s replayed", rank, rankRange(replay[i])))
+				flagEntry(c.Formula, i, fmt.Sprintf("rank %.0f reported, %s replayed", rank, rankRange(v)))
 			}
 		}
 	}

@@ -133,3 +133,70 @@ func TestPassErrorExplainsPhase(t *testing.T) {
 		}
 	}
 }
+
+// TestPassRawJobEnd: with AccountingStorageEnforce=limits slurmctld
+// charges a finished job's last partial interval at its end, raising its
+// chain's RawUsage, while the values computed at the last pass stay
+// (real Fair Tree capture; the job end is simulated on it). Without the
+// usage at the pass that is formula drift; with it (PassRaw) none, and
+// NormShares normalized the other algorithm's way still drifts.
+// PassBetween tells the job end (increases only) from a pass (decay).
+func TestPassRawJobEnd(t *testing.T) {
+	out := capture(t, "slurm-22.05/idle-fairtree.txt")
+	atPass := RawByKey(out)
+	user := -1
+	for i, r := range out.Rows {
+		if r.User != "" && r.User != "root" && r.RawUsage > 0 {
+			user = i
+			break
+		}
+	}
+	// the job's end charges 40% of the user's usage to its chain
+	charge := math.Round(0.4 * out.Rows[user].RawUsage)
+	for i := user; i >= 0; i-- {
+		if i == user || (out.Rows[i].User == "" && out.Rows[i].Depth < out.Rows[user].Depth && onPath(out, i, user)) {
+			out.Rows[i].RawUsage += charge
+		}
+	}
+	if PassBetween(atPass, RawByKey(out)) {
+		t.Fatal("a job end's charge taken for a decay pass")
+	}
+	judge := func(passRaw map[Key]float64) *Comparison {
+		c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6}, Report: out, PassRaw: passRaw}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := judge(nil); c.Formula.OK() {
+		t.Fatal("usage raised after the pass, values of the pass: no formula drift without PassRaw: the test shows nothing")
+	}
+	if c := judge(atPass); !c.Formula.OK() {
+		t.Errorf("with the usage at the pass: %+v", c.Formula.Summary)
+	}
+	out.Rows[user].NormShares = 1 // a fault no lag gives
+	if c := judge(atPass); c.Formula.OK() {
+		t.Error("NormShares fault hidden by the pass allowance")
+	}
+	decayed := RawByKey(out)
+	for k := range decayed {
+		decayed[k] = math.Trunc(decayed[k] * 0.99)
+	}
+	if !PassBetween(RawByKey(out), decayed) {
+		t.Error("decay not taken for a pass")
+	}
+}
+
+// onPath: row a is an ancestor account of row u (sshare's indentation).
+func onPath(out *sshare.Output, a, u int) bool {
+	depth := out.Rows[u].Depth
+	for i := u - 1; i >= 0; i-- {
+		if r := &out.Rows[i]; r.User == "" && r.Depth < depth {
+			if i == a {
+				return true
+			}
+			depth = r.Depth
+		}
+	}
+	return false
+}

@@ -33,6 +33,9 @@ type Report struct {
 	// slurmctld's last decay pass (nil: none): classic values lag by one
 	// pass (fairshare.ClassicLagged).
 	PrevRaw map[drift.Key]float64
+	// PassRaw is RawUsage from the first report after slurmctld's last
+	// decay pass seen (drift.Input.PassRaw; nil: none or this one).
+	PassRaw map[drift.Key]float64
 	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is), with
 	// what is known of the pass it stands at (nil DB: Inputs' own).
 	DB    *fairshare.Tree
@@ -59,6 +62,7 @@ type memoKey struct {
 	tieOrder  bool
 	db        *fairshare.Tree
 	lagged    bool
+	passLag   bool
 	window    float64
 }
 
@@ -245,13 +249,13 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 	if db == nil {
 		db, pass = in.Tree, in.PassError(nil)
 	}
-	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, in.TieOrderKnown, db, in.Report.PrevRaw != nil, pass.Window}
+	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, in.TieOrderKnown, db, in.Report.PrevRaw != nil, in.Report.PassRaw != nil, pass.Window}
 	m := in.Report.Memo
 	if m != nil && m.rc != nil && m.key == key {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass}, false)
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}

@@ -127,6 +127,9 @@ type reportState struct {
 	raw     map[drift.Key]float64
 	prevRaw map[drift.Key]float64
 	prevAt  time.Time
+	// passRaw is the first report after the last pass seen
+	passRaw map[drift.Key]float64
+	passAt  time.Time
 	memo    *ReportMemo
 }
 
@@ -136,6 +139,7 @@ func (e *Exporter) Ready() bool { return e.ready.Load() }
 
 type reportResult struct {
 	out *sshare.Output
+	raw map[drift.Key]float64 // out's RawUsage
 	// at is the middle of the read, from start to end
 	at, start, end time.Time
 	boot           time.Time
@@ -206,7 +210,8 @@ func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
 		cancel()
 		r.at, r.start, r.end, r.took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
 		if r.err == nil {
-			e.observe(t0, t1, r.boot, r.out)
+			r.raw = drift.RawByKey(r.out)
+			e.observe(t0, t1, r.boot, r.raw)
 		}
 		select {
 		case out <- r:
@@ -250,14 +255,18 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		e.boot = r.boot
 	}
 	r.out.FillMissingFactor(float64(e.Conf.FairShareDampeningFactor))
-	raw := drift.RawByKey(r.out)
+	raw := r.raw
 	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}}
 	if p := e.report; p != nil {
 		// the last report whose usage differs came before slurmctld's
-		// last decay pass: usage changes only at passes
-		rs.prevRaw, rs.prevAt = p.prevRaw, p.prevAt
+		// last decay pass: usage changes at passes (and at job ends
+		// under limits: PassRaw)
+		rs.prevRaw, rs.prevAt, rs.passRaw, rs.passAt = p.prevRaw, p.prevAt, p.passRaw, p.passAt
 		if !maps.Equal(p.raw, raw) {
 			rs.prevRaw, rs.prevAt = p.raw, p.at
+		}
+		if drift.PassBetween(p.raw, raw) {
+			rs.passRaw, rs.passAt = raw, r.at
 		}
 	}
 	e.report = rs
@@ -289,6 +298,9 @@ func (e *Exporter) freshReport() *Report {
 	rep := &Report{Out: r.out, At: r.at, Memo: r.memo}
 	if r.prevRaw != nil && r.at.Sub(r.prevAt) <= 3*e.Conf.PriorityCalcPeriod {
 		rep.PrevRaw = r.prevRaw
+	}
+	if r.passRaw != nil && !maps.Equal(r.passRaw, r.raw) && r.at.Sub(r.passAt) <= e.Conf.PriorityCalcPeriod {
+		rep.PassRaw = r.passRaw
 	}
 	return rep
 }

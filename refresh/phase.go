@@ -1,14 +1,11 @@
 package refresh
 
 import (
-	"hash/fnv"
-	"math"
 	"sync"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // phase holds the pass-phase tracker, which the report loop (when to read)
@@ -20,6 +17,11 @@ type phase struct {
 	// (the report loop must not read Conf, which that loop replaces)
 	period time.Duration
 	boot   time.Time // slurmctld's, at the last read
+	// passes counts the passes seen between reads (drift.PassBetween):
+	// what the tracker is given, so that a job's end charged between
+	// passes is not taken for one
+	passes uint64
+	raw    map[drift.Key]float64
 }
 
 // setPeriod follows conf's PriorityCalcPeriod.
@@ -29,27 +31,11 @@ func (p *phase) setPeriod(d time.Duration) {
 	p.mu.Unlock()
 }
 
-// UsageFingerprint is a hash of a report's RawUsage values: slurmctld
-// changes them at its decay passes, so two reads that differ bracket one
-// (drift.PhaseTracker).
-func UsageFingerprint(out *sshare.Output) uint64 {
-	h := fnv.New64a()
-	var b [8]byte
-	for i := range out.Rows {
-		v := math.Float64bits(out.Rows[i].RawUsage)
-		for k := range b {
-			b[k] = byte(v >> (8 * k))
-		}
-		h.Write(b[:])
-	}
-	return h.Sum64()
-}
-
 // observe records a read of the reported side, slurmctld having booted at
 // boot (zero: unknown); a new PriorityCalcPeriod or a restart of
 // slurmctld, which starts its passes at a new phase, starts the inference
 // afresh.
-func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
+func (e *Exporter) observe(start, end, boot time.Time, raw map[drift.Key]float64) {
 	e.phase.mu.Lock()
 	defer e.phase.mu.Unlock()
 	restarted := !boot.IsZero() && !e.phase.boot.IsZero() && !boot.Equal(e.phase.boot)
@@ -62,7 +48,11 @@ func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
 	if e.phase.t == nil {
 		return
 	}
-	e.phase.t.Observe(start, end, UsageFingerprint(out))
+	if e.phase.raw != nil && drift.PassBetween(e.phase.raw, raw) {
+		e.phase.passes++
+	}
+	e.phase.raw = raw
+	e.phase.t.Observe(start, end, e.phase.passes)
 }
 
 // inferredPass is slurmctld's last decay pass at or before at as the
