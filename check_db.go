@@ -133,7 +133,8 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 	}
 	tracker := &drift.PhaseTracker{Period: conf.PriorityCalcPeriod}
 	deadline := time.Now().Add(wait)
-	var first, prev, pass map[drift.Key]float64
+	var first, pass map[drift.Key]float64
+	var prev *sshare.Output
 	var passes uint64
 	seen := false
 	for {
@@ -147,13 +148,13 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 		}
 		read = &[2]time.Time{start, end}
 		raw := drift.RawByKey(out)
-		if prev != nil && drift.PassBetween(prev, raw) {
+		if prev != nil && drift.PassBetween(prev, out) {
 			passes, pass = passes+1, raw
 		}
 		if first == nil {
 			first = raw
 		}
-		prev = raw
+		prev = out
 		tracker.Observe(start, end, passes)
 		if seen || !end.Before(deadline) {
 			break
@@ -178,7 +179,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 			pass = first
 		}
 	}
-	if maps.Equal(pass, prev) {
+	if maps.Equal(pass, drift.RawByKey(out)) {
 		pass = nil
 	}
 	return out, read, pass, nil

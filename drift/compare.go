@@ -89,6 +89,13 @@ type PassError struct {
 	// fallen at another phase (before slurmctld last started).
 	TailWindow         float64
 	TailRate, TailMost []float64
+	// Unrecorded is how long, in seconds, before the report slurmctld
+	// may have charged a job's end that the database does not hold yet:
+	// under AccountingStorageEnforce=limits it charges a job's last
+	// partial interval when the job ends, and slurmdbd records the end a
+	// moment later, so the rebuild still counts the job as running,
+	// charged up to the last pass. Its running jobs' rate times it.
+	Unrecorded float64
 }
 
 // FactorBounds is how far each association's factor, vals computed under
@@ -133,7 +140,7 @@ func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals
 func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 	n := t.Len()
 	raw, charge = make([]float64, n), make([]float64, n)
-	if e.Window <= 0 {
+	if e.Window <= 0 && e.Unrecorded <= 0 {
 		return raw, charge
 	}
 	scale := 1.0
@@ -142,7 +149,7 @@ func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 	}
 	for i := range n {
 		if e.Running != nil {
-			charge[i] = e.Running[i] * e.Window * scale
+			charge[i] = e.Running[i] * (e.Window*scale + e.Unrecorded)
 		}
 		if e.TailRate != nil {
 			charge[i] += min(max(e.Window, e.TailWindow)*e.TailRate[i], e.TailMost[i])
@@ -389,15 +396,31 @@ func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw
 }
 
 // PassBetween reports whether slurmctld ran a decay pass between two
-// reports' RawUsage: decay is the only thing that lowers an association's
-// usage (besides an admin's reset, a fault drift shows anyway). A job's
-// end, charged at once under AccountingStorageEnforce=limits, only raises
-// its chain's; a pass with every association that holds usage running a
-// job shows no decrease and goes unseen, which leaves the phase less
-// known, never wrong.
-func PassBetween(prev, cur map[Key]float64) bool {
-	for k, v := range cur {
-		if p, ok := prev[k]; ok && v < p {
+// reports. Two things show one: decay, the only thing that lowers an
+// association's RawUsage (besides an admin's reset, a fault drift shows
+// anyway), and the values slurmctld computes at a pass, an account's
+// NormUsage and EffectvUsage, changing. A job's end, charged at once under
+// AccountingStorageEnforce=limits, only raises its chain's RawUsage and
+// leaves those. A pass that changes neither (no usage yet, or every ratio
+// kept) goes unseen, which leaves the phase less known, never wrong.
+func PassBetween(prev, cur *sshare.Output) bool {
+	type seen struct {
+		raw, norm, efctv float64
+		twice            bool // one user in two partitions without sshare -m
+	}
+	old := make(map[Key]seen, len(prev.Rows))
+	for _, r := range prev.Rows {
+		k := Key{Account: r.Account, User: r.User, Partition: r.Partition}
+		_, twice := old[k]
+		old[k] = seen{r.RawUsage, r.NormUsage, r.EffectvUsage, twice}
+	}
+	moved := func(a, b float64) bool { return a != b && !(math.IsNaN(a) && math.IsNaN(b)) }
+	for _, r := range cur.Rows {
+		p, ok := old[Key{Account: r.Account, User: r.User, Partition: r.Partition}]
+		if !ok || p.twice {
+			continue
+		}
+		if r.RawUsage < p.raw || r.User == "" && (moved(r.NormUsage, p.norm) || moved(r.EffectvUsage, p.efctv)) {
 			return true
 		}
 	}

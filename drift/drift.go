@@ -290,7 +290,8 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 				if b := float64(*bf[k]); b > float64(*maxBound[k]) {
 					*maxBound[k] = Num(b)
 				}
-				if r := float64(*bf[k]) / math.Max(larger, 1); r > float64(*maxRelBound[k]) && !math.IsInf(larger, 0) {
+				// relative drift cannot exceed 1: a bound of 1 allows anything
+				if r := math.Min(float64(*bf[k])/math.Max(larger, 1), 1); r > float64(*maxRelBound[k]) && !math.IsInf(larger, 0) {
 					*maxRelBound[k] = Num(r)
 				}
 				if math.Abs(dk) > float64(*af[k]) {

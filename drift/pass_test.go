@@ -158,7 +158,7 @@ func TestPassRawJobEnd(t *testing.T) {
 			out.Rows[i].RawUsage += charge
 		}
 	}
-	if PassBetween(atPass, RawByKey(out)) {
+	if PassBetween(capture(t, "slurm-22.05/idle-fairtree.txt"), out) {
 		t.Fatal("a job end's charge taken for a decay pass")
 	}
 	judge := func(passRaw map[Key]float64) *Comparison {
@@ -178,12 +178,24 @@ func TestPassRawJobEnd(t *testing.T) {
 	if c := judge(atPass); c.Formula.OK() {
 		t.Error("NormShares fault hidden by the pass allowance")
 	}
-	decayed := RawByKey(out)
-	for k := range decayed {
-		decayed[k] = math.Trunc(decayed[k] * 0.99)
+	decayed := capture(t, "slurm-22.05/idle-fairtree.txt")
+	for i := range decayed.Rows {
+		decayed.Rows[i].RawUsage = math.Trunc(decayed.Rows[i].RawUsage * 0.99)
 	}
-	if !PassBetween(RawByKey(out), decayed) {
+	if !PassBetween(capture(t, "slurm-22.05/idle-fairtree.txt"), decayed) {
 		t.Error("decay not taken for a pass")
+	}
+	// the first pass that charges anything lowers nothing (no usage
+	// before): the values it computes show it
+	computed := capture(t, "slurm-22.05/idle-fairtree.txt")
+	for i := range computed.Rows {
+		if r := &computed.Rows[i]; r.User == "" && r.Depth == 1 {
+			r.NormUsage += 0.01
+			break
+		}
+	}
+	if !PassBetween(capture(t, "slurm-22.05/idle-fairtree.txt"), computed) {
+		t.Error("an account's NormUsage computed again not taken for a pass")
 	}
 }
 

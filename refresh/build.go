@@ -266,7 +266,8 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 // leaves unknown of the inputs' usage, for a report read from start to
 // end (nil: its moment is not in question): the phase's uncertainty, or
 // the whole PriorityCalcPeriod when a pass may have fallen during the
-// read, which then shows either side of it.
+// read, which then shows either side of it; under limits, job ends
+// slurmctld charged since the pass that the database does not hold yet.
 func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	w := in.Phase.Uncertainty.Seconds()
 	if read != nil && in.Phase.Source != result.PhaseUnknown && in.Passes.Period > 0 {
@@ -281,7 +282,15 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 		// tails of jobs that ended before then fell at another phase
 		tw = max(w, in.Passes.Period)
 	}
-	return drift.PassError{Window: w, TailWindow: tw, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
+	pe := drift.PassError{Window: w, TailWindow: tw, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
+	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
+		at := float64(in.Computed.UnixNano()) / 1e9
+		if read != nil {
+			at = float64(read[1].UnixNano()) / 1e9
+		}
+		pe.Unrecorded = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
+	}
+	return pe
 }
 
 // tailHalfLives: tails older than this many half-lives weigh below 1e-6

@@ -284,6 +284,13 @@ func TestPassErrorStraddle(t *testing.T) {
 			t.Errorf("%s: window %v s, want %v", tc.name, got, tc.window)
 		}
 	}
+	// under limits, job ends slurmctld charged since the pass that the
+	// database may not hold yet: the time since the pass, and the
+	// uncertainty
+	in.Passes.ChargeJobEnd = true
+	if got := in.PassError(&[2]time.Time{pass.Add(20 * time.Second), pass.Add(21 * time.Second)}).Unrecorded; got != 23 {
+		t.Errorf("limits, read 21 s after the pass: unrecorded %v s, want 23", got)
+	}
 	in.Phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: time.Minute}
 	if got := in.PassError(nil).Window; got != 60 {
 		t.Errorf("phase unknown: window %v s, want the period", got)

@@ -211,7 +211,7 @@ func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
 		r.at, r.start, r.end, r.took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
 		if r.err == nil {
 			r.raw = drift.RawByKey(r.out)
-			e.observe(t0, t1, r.boot, r.raw)
+			e.observe(t0, t1, r.boot, r.out)
 		}
 		select {
 		case out <- r:
@@ -265,7 +265,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		if !maps.Equal(p.raw, raw) {
 			rs.prevRaw, rs.prevAt = p.raw, p.at
 		}
-		if drift.PassBetween(p.raw, raw) {
+		if drift.PassBetween(p.out, r.out) {
 			rs.passRaw, rs.passAt = raw, r.at
 		}
 	}

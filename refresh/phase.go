@@ -6,6 +6,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // phase holds the pass-phase tracker, which the report loop (when to read)
@@ -21,7 +22,7 @@ type phase struct {
 	// what the tracker is given, so that a job's end charged between
 	// passes is not taken for one
 	passes uint64
-	raw    map[drift.Key]float64
+	last   *sshare.Output
 }
 
 // setPeriod follows conf's PriorityCalcPeriod.
@@ -35,7 +36,7 @@ func (p *phase) setPeriod(d time.Duration) {
 // boot (zero: unknown); a new PriorityCalcPeriod or a restart of
 // slurmctld, which starts its passes at a new phase, starts the inference
 // afresh.
-func (e *Exporter) observe(start, end, boot time.Time, raw map[drift.Key]float64) {
+func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
 	e.phase.mu.Lock()
 	defer e.phase.mu.Unlock()
 	restarted := !boot.IsZero() && !e.phase.boot.IsZero() && !boot.Equal(e.phase.boot)
@@ -48,10 +49,10 @@ func (e *Exporter) observe(start, end, boot time.Time, raw map[drift.Key]float64
 	if e.phase.t == nil {
 		return
 	}
-	if e.phase.raw != nil && drift.PassBetween(e.phase.raw, raw) {
+	if e.phase.last != nil && drift.PassBetween(e.phase.last, out) {
 		e.phase.passes++
 	}
-	e.phase.raw = raw
+	e.phase.last = out
 	e.phase.t.Observe(start, end, e.phase.passes)
 }
 
