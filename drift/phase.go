@@ -23,6 +23,10 @@ type PhaseTracker struct {
 	lo, hi    time.Time     // one occurrence of the window holding a pass
 	valid     bool
 	conflicts int // consecutive brackets that fit no occurrence of the window
+	// agreed counts brackets that fitted the window since it was made: one
+	// bracket alone may be a change outside a pass, so the phase counts as
+	// known only once a second one agrees
+	agreed int
 }
 
 type phaseRead struct {
@@ -55,7 +59,7 @@ func (p *PhaseTracker) Observe(start, end time.Time, usage uint64) {
 // bracket folds in that a pass happened in (a, b].
 func (p *PhaseTracker) bracket(a, b time.Time) {
 	if !p.valid {
-		p.lo, p.hi, p.valid = a, b, true
+		p.lo, p.hi, p.valid, p.agreed = a, b, true, 0
 		return
 	}
 	k := phaseRound(phaseMid(a, b).Sub(phaseMid(p.lo, p.hi)), p.Period)
@@ -76,6 +80,7 @@ func (p *PhaseTracker) bracket(a, b time.Time) {
 	if found {
 		// Kept at the bracket's occurrence so that shifts stay small.
 		p.lo, p.hi, p.conflicts = lo, hi, 0
+		p.agreed++
 		return
 	}
 	// One conflict is likely a change outside a pass (a job end charged under
@@ -83,18 +88,19 @@ func (p *PhaseTracker) bracket(a, b time.Time) {
 	// phase moved (slurmctld restarted).
 	p.conflicts++
 	if p.conflicts >= 2 {
-		p.lo, p.hi, p.conflicts = a, b, 0
+		p.lo, p.hi, p.conflicts, p.agreed = a, b, 0, 0
 	}
 }
 
 // Pass returns the latest pass moment at or before t as far as known: the
 // middle of the window the pass lies in, and the half-width of that window (the
-// uncertainty). ok is false while nothing pins it, and while a bracket
+// uncertainty). ok is false while nothing pins it, until a second
+// bracket agrees with the first, and while a bracket
 // that fits no occurrence of the window leaves the phase in doubt (a
 // restart moves it: usage is then judged against the whole period until
 // the new phase is found).
 func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Duration, ok bool) {
-	if !p.valid || p.conflicts > 0 {
+	if !p.valid || p.conflicts > 0 || p.agreed == 0 {
 		return time.Time{}, 0, false
 	}
 	m := phaseMid(p.lo, p.hi)

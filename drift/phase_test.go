@@ -187,13 +187,18 @@ func TestPhaseRestart(t *testing.T) {
 	if _, _, ok := d.p.Pass(d.end); !d.p.Pinned() || ok {
 		t.Fatalf("one conflicting bracket: pinned %v, phase known %v: want the window kept, the phase in doubt", d.p.Pinned(), ok)
 	}
-	// ...the second replaces the window.
+	// ...the second replaces the window, which a third bracket confirms
+	// (one bracket alone may be a change outside a pass).
 	d.runUntil(restart.Add(2*simPeriod), nil)
-	if !d.holds(newPhase) {
-		t.Fatalf("after two conflicting brackets the window misses the new phase")
+	if _, _, ok := d.p.Pass(d.end); ok {
+		t.Fatalf("a window made of one bracket counts as known")
 	}
-	periods := d.pin(newPhase, 3) // 5 periods from the restart
-	t.Logf("pinned again %.2f periods after the window moved (about %.1f after the restart)", periods, periods+2)
+	d.runUntil(restart.Add(3*simPeriod), nil)
+	if !d.holds(newPhase) {
+		t.Fatalf("after two conflicting brackets and one agreeing, the window misses the new phase")
+	}
+	periods := d.pin(newPhase, 3) // 6 periods from the restart
+	t.Logf("pinned again %.2f periods after the new phase was confirmed (about %.1f after the restart)", periods, periods+3)
 }
 
 func TestPhaseSpuriousChange(t *testing.T) {

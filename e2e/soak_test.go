@@ -49,6 +49,7 @@ type soakStats struct {
 	drift, bound map[string][]float64
 	phaseErr     []float64
 	uncertainty  []float64
+	understated  []string // scrapes whose phase error exceeds the stated uncertainty
 	scrapes      int
 }
 
@@ -76,8 +77,15 @@ func (st *soakStats) record(m map[string]float64, cluster string, truth time.Tim
 	}
 	p := period.Seconds()
 	e := math.Mod(math.Abs(last-float64(truth.Unix())), p)
-	st.phaseErr = append(st.phaseErr, math.Min(e, p-e))
-	st.uncertainty = append(st.uncertainty, m[series("slurmdbd_fairshare_decay_phase_uncertainty_seconds", "slurm_cluster", cluster, "source", "inferred")])
+	e = math.Min(e, p-e)
+	u := m[series("slurmdbd_fairshare_decay_phase_uncertainty_seconds", "slurm_cluster", cluster, "source", "inferred")]
+	st.phaseErr = append(st.phaseErr, e)
+	st.uncertainty = append(st.uncertainty, u)
+	// the state file holds whole seconds
+	if e > u+1 {
+		st.understated = append(st.understated, fmt.Sprintf("%s: inferred pass %.0f, state file %d: %.0f s off, stated ±%.1f s",
+			time.Now().Format(time.TimeOnly), last, truth.Unix(), e, u))
+	}
 }
 
 // report logs the percentiles make soak prints.
