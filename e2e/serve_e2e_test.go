@@ -358,6 +358,11 @@ func TestServeRealSlurm(t *testing.T) {
 		f := firing(as)
 		return !f["FairshareDriftHigh"] && !f["PriorityConfigMismatch"] && !f["FairshareRankMismatch"]
 	})
+	// nothing else drifts: the restart kept the state
+	m, _ = s.scrape()
+	if f, u, which := driftBeyond(m, name); f+u > 0 {
+		t.Errorf("after slurmctld's restart with its state kept: %v; largest drifts %v, bounds %v; usage %v", which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name))
+	}
 
 	// (b) RawUsage=0 on one user: usage drift on that user.
 	c.Sacctmgr("modify", "user", "where", "name=alice", "account=phys", "set", "RawUsage=0")
@@ -366,7 +371,7 @@ func TestServeRealSlurm(t *testing.T) {
 	})
 	before := m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")]
 	_, _, which = driftBeyond(m, name)
-	t.Logf("RawUsage=0 for alice: %v", which)
+	t.Logf("RawUsage=0 for alice: %v; largest drifts %v, bounds %v; usage %v", which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name))
 
 	// (c) the assoc_usage state lost over a restart: everyone's usage.
 	c.StopDaemon("slurmctld")
