@@ -3,7 +3,9 @@
 // slurmd, each on private ports with its own configuration, state and spool
 // directories, so that two test packages never collide. It installs what is
 // missing (as root, with apt-get), and under CI=true it fails instead of
-// skipping when it cannot (internal/testenv).
+// skipping when it cannot (internal/testenv). Newer releases (Config.Release)
+// run from a chroot of a newer Debian suite, built once per machine
+// (chroot.go).
 package slurmharness
 
 import (
@@ -38,13 +40,21 @@ var binaries = []string{"munged", "munge", "unmunge", "slurmdbd", "slurmctld", "
 func Require(t testing.TB) {
 	t.Helper()
 	testenv.Require(t, binaries, Packages)
+	requireRoot(t)
+}
+
+func requireRoot(t testing.TB) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		testenv.SkipOrFail(t, "real Slurm needs root (slurmd runs jobs as other users)")
+		testenv.SkipOrFail(t, "real Slurm needs root (slurmd runs jobs as other users; chroot and mount)")
 	}
 }
 
 // Config describes the cluster to start.
 type Config struct {
+	// Release is the Slurm release: "" or "22.05" the host's, "24.11"
+	// Debian trixie's, "26.05" Debian sid's (in a chroot).
+	Release string
 	// PriorityFlags for slurm.conf; empty leaves the default (Fair Tree).
 	PriorityFlags string
 	// HalfLife is PriorityDecayHalfLife; default 0-01:00:00.
@@ -70,15 +80,22 @@ type Cluster struct {
 	t    testing.TB
 	cfg  Config
 	Name string
-	// Dir holds configuration, state, spool, logs and the database.
+	// Dir holds configuration, state, spool, logs and the database; in a
+	// chroot release, inside the chroot.
 	Dir string
-	// Conf is the path of slurm.conf; SLURM_CONF for every client.
+	// Conf is the path of slurm.conf as the host sees it, for the
+	// exporter's --slurm-conf. In a chroot release the paths it holds
+	// (StateSaveLocation among them) are the daemons', inside the chroot:
+	// give the exporter --slurm.state-dir StateDir().
 	Conf string
 	// DB is the cluster's throwaway MariaDB; slurmdbd connects as user
 	// slurm, root has no password.
 	DB                       *mariadbtest.Server
 	dbdPort, ctldPort, dPort int
 	host                     string
+	// root is the chroot of the release, "" on the host; inDir is Dir as
+	// the daemons see it.
+	root, inDir string
 
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
@@ -87,7 +104,18 @@ type Cluster struct {
 // Start brings up a cluster and registers its teardown with t.Cleanup.
 func Start(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
-	Require(t)
+	suite, chrooted := releases[cfg.Release]
+	var root, versions string
+	switch {
+	case chrooted:
+		testenv.Require(t, nil, nil) // -short skips it
+		requireRoot(t)
+		root, versions = openChroot(t, suite)
+	case cfg.Release == "" || cfg.Release == "22.05":
+		Require(t)
+	default:
+		t.Fatalf("unknown Slurm release %q", cfg.Release)
+	}
 	if cfg.HalfLife == "" {
 		cfg.HalfLife = "0-01:00:00"
 	}
@@ -100,7 +128,11 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	if len(cfg.Partitions) == 0 {
 		cfg.Partitions = []string{"p1", "p2"}
 	}
-	dir, err := os.MkdirTemp("", "slurmh")
+	// In a chroot the directory is inside it, where the daemons see it.
+	dir, err := os.MkdirTemp(root, "run-")
+	if root == "" {
+		dir, err = os.MkdirTemp("", "slurmh")
+	}
 	if err == nil {
 		// job users read their batch scripts from the spool below it
 		err = os.Chmod(dir, 0o755)
@@ -113,7 +145,11 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		t.Fatal(err)
 	}
 	host, _, _ = strings.Cut(host, ".")
-	c := &Cluster{t: t, cfg: cfg, Name: "h" + randHex(4), Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), host: host, procs: map[string]*exec.Cmd{}}
+	c := &Cluster{t: t, cfg: cfg, Name: "h" + randHex(4), Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), host: host, procs: map[string]*exec.Cmd{},
+		root: root, inDir: dir}
+	if root != "" {
+		c.inDir = "/" + filepath.Base(dir)
+	}
 	ports := freePorts(t, 3)
 	c.dbdPort, c.ctldPort, c.dPort = ports[0], ports[1], ports[2]
 	for _, d := range []string{"state", "spool"} {
@@ -121,12 +157,18 @@ func Start(t testing.TB, cfg Config) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	if root != "" {
+		// before the database and the daemons: the mounts go last
+		c.startChroot()
+	}
 	// MariaDB first: t.Cleanup runs last-in first-out, so it stops after
 	// the Slurm daemons.
 	c.DB = mariadbtest.Start(t, dir)
 	t.Cleanup(c.teardown)
 	c.startMunge()
-	if _, err := c.SQL("CREATE USER 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';" +
+	// The database first: slurmdbd 24.11 and later creating it hit a TLS
+	// error and retried 5 s later.
+	if _, err := c.SQL("CREATE DATABASE slurm_acct_db; CREATE USER 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurmpw';" +
 		" GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'"); err != nil {
 		t.Fatalf("creating the slurm database user: %v", err)
 	}
@@ -146,6 +188,11 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		}
 		return err
 	})
+	if root != "" {
+		t.Logf("%s from Debian %s:\n%s", strings.TrimSpace(c.MustRun("sinfo", "-V")), suite, versions)
+	} else {
+		t.Logf("%s from the host", strings.TrimSpace(c.MustRun("sinfo", "-V")))
+	}
 	return c
 }
 
@@ -176,8 +223,12 @@ func freePorts(t testing.TB, n int) []int {
 
 // startMunge starts the host's munged unless a credential round trip
 // already works; every cluster on the host shares it, as on a real head
-// node.
+// node. A chroot release's cluster has one of its own.
 func (c *Cluster) startMunge() {
+	if c.root != "" {
+		c.startChrootMunge()
+		return
+	}
 	if mungeWorks() {
 		return
 	}
@@ -206,20 +257,22 @@ func mungeWorks() bool {
 func (c *Cluster) SQL(stmts string) (string, error) { return c.DB.SQL(stmts) }
 
 func (c *Cluster) writeConfigs() {
+	storage := fmt.Sprintf("StorageHost=127.0.0.1\nStoragePort=%d\n", c.DB.Port)
+	if c.root != "" {
+		storage = "StorageHost=localhost\n" // the Unix socket: see chrootCommand
+	}
 	dbd := fmt.Sprintf(`AuthType=auth/munge
 DbdHost=localhost
 DbdPort=%d
 SlurmUser=root
 StorageType=accounting_storage/mysql
-StorageHost=127.0.0.1
-StoragePort=%d
-StorageUser=slurm
+%sStorageUser=slurm
 StoragePass=slurmpw
 StorageLoc=slurm_acct_db
 PidFile=%[3]s/slurmdbd.pid
 LogFile=%[3]s/slurmdbd.log
 DebugLevel=info
-`, c.dbdPort, c.DB.Port, c.Dir)
+`, c.dbdPort, storage, c.inDir) + c.chrootConf(false)
 	if err := os.WriteFile(filepath.Join(c.Dir, "slurmdbd.conf"), []byte(dbd), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
@@ -262,7 +315,8 @@ JobCompType=jobcomp/none
 PriorityType=priority/multifactor
 PriorityDecayHalfLife=%s
 PriorityCalcPeriod=1
-`, c.Name, c.host, c.ctldPort, c.dPort, c.Dir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife)
+`, c.Name, c.host, c.ctldPort, c.dPort, c.inDir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife)
+	b.WriteString(c.chrootConf(true))
 	if c.cfg.PriorityFlags != "" {
 		fmt.Fprintf(&b, "PriorityFlags=%s\n", c.cfg.PriorityFlags)
 	}
@@ -288,9 +342,26 @@ PriorityCalcPeriod=1
 	return b.String()
 }
 
-// Env is the environment for Slurm clients of this cluster.
+// Env is the environment for Slurm clients of this cluster, the
+// exporter among them: in a chroot release, PATH starts with wrappers that
+// run each client in the chroot.
 func (c *Cluster) Env() []string {
-	return append(os.Environ(), "SLURM_CONF="+c.Conf)
+	env := append(os.Environ(), "SLURM_CONF="+c.Conf)
+	if c.root != "" {
+		env = append(env, "PATH="+c.binDir()+":"+os.Getenv("PATH"))
+	}
+	return env
+}
+
+// command runs a Slurm program for this cluster: from PATH on the host,
+// or inside the release's chroot.
+func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if c.root != "" {
+		return c.chrootCommand(ctx, "", name, args...)
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.Env()
+	return cmd
 }
 
 // StartDaemon starts slurmdbd, slurmctld or slurmd in the foreground as a
@@ -307,9 +378,7 @@ func (c *Cluster) StartDaemon(name string) {
 	default:
 		c.t.Fatalf("unknown daemon %q", name)
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Env = c.Env()
-	c.spawn(name, cmd)
+	c.spawn(name, c.command(context.Background(), name, args...))
 }
 
 func (c *Cluster) spawn(name string, cmd *exec.Cmd) {
@@ -384,7 +453,7 @@ func (c *Cluster) startCtld() {
 
 func (c *Cluster) teardown() {
 	if c.t.Failed() {
-		for _, f := range []string{"slurmctld.log", "slurmdbd.log", "slurmd.log"} {
+		for _, f := range []string{"slurmctld.log", "slurmdbd.log", "slurmd.log", "slurmrestd.out", "slurmrestd-local.out"} {
 			if b, err := os.ReadFile(filepath.Join(c.Dir, f)); err == nil {
 				c.t.Logf("--- %s (tail)\n%s", f, testenv.Tail(b))
 			}
@@ -397,7 +466,7 @@ func (c *Cluster) teardown() {
 		}
 		c.waitJobsGone(30 * time.Second)
 	}
-	for _, name := range []string{"slurmd", "slurmctld", "slurmdbd"} {
+	for _, name := range []string{"slurmrestd", "slurmrestd-local", "slurmd", "slurmctld", "slurmdbd", "munged"} {
 		c.StopDaemon(name)
 	}
 	if !c.t.Failed() || testenv.CI() {
@@ -430,8 +499,7 @@ func (c *Cluster) waitJobsGone(d time.Duration) {
 func (c *Cluster) Run(name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = c.Env()
+	cmd := c.command(ctx, name, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

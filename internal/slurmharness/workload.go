@@ -4,21 +4,19 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 )
 
-// EnsureUnixUser creates a login-less local user for jobs, if missing.
+// EnsureUnixUser creates a login-less local user for jobs, if missing (in
+// a chroot release, in the chroot).
 func (c *Cluster) EnsureUnixUser(name string) {
 	c.t.Helper()
-	if exec.Command("id", "-u", name).Run() == nil {
+	if _, err := c.Run("id", "-u", name); err == nil {
 		return
 	}
-	if out, err := exec.Command("useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
-		c.t.Fatalf("useradd %s: %v: %s", name, err, out)
-	}
+	c.MustRun("useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name)
 }
 
 // Submit starts a batch job of the given size that sleeps for seconds, as
