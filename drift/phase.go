@@ -16,6 +16,11 @@ const (
 // down the phase even when the state file is unreadable.
 type PhaseTracker struct {
 	Period time.Duration // PriorityCalcPeriod (> 0)
+	// Confirm is how many brackets must agree with a window's first
+	// before the phase counts as known: one bracket alone may be a change
+	// outside a pass (serve, reading for hours, waits for 1; check, which
+	// reads a second apart across one pass and exits, takes 0).
+	Confirm int
 
 	prev      phaseRead
 	haveRead  bool
@@ -23,9 +28,7 @@ type PhaseTracker struct {
 	lo, hi    time.Time     // one occurrence of the window holding a pass
 	valid     bool
 	conflicts int // consecutive brackets that fit no occurrence of the window
-	// agreed counts brackets that fitted the window since it was made: one
-	// bracket alone may be a change outside a pass, so the phase counts as
-	// known only once a second one agrees
+	// agreed counts brackets that fitted the window since it was made
 	agreed int
 }
 
@@ -94,13 +97,13 @@ func (p *PhaseTracker) bracket(a, b time.Time) {
 
 // Pass returns the latest pass moment at or before t as far as known: the
 // middle of the window the pass lies in, and the half-width of that window (the
-// uncertainty). ok is false while nothing pins it, until a second
-// bracket agrees with the first, and while a bracket
+// uncertainty). ok is false while nothing pins it, until Confirm more
+// brackets agree with the first, and while a bracket
 // that fits no occurrence of the window leaves the phase in doubt (a
 // restart moves it: usage is then judged against the whole period until
 // the new phase is found).
 func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Duration, ok bool) {
-	if !p.valid || p.conflicts > 0 || p.agreed == 0 {
+	if !p.valid || p.conflicts > 0 || p.agreed < p.Confirm {
 		return time.Time{}, 0, false
 	}
 	m := phaseMid(p.lo, p.hi)

@@ -47,7 +47,7 @@ type phaseDriver struct {
 }
 
 func newPhaseDriver(t *testing.T, s *phaseSim, dur time.Duration) *phaseDriver {
-	d := &phaseDriver{t: t, p: &PhaseTracker{Period: simPeriod}, s: s, dur: dur, interval: simPeriod, rnd: rand.New(rand.NewSource(1))}
+	d := &phaseDriver{t: t, p: &PhaseTracker{Period: simPeriod, Confirm: 1}, s: s, dur: dur, interval: simPeriod, rnd: rand.New(rand.NewSource(1))}
 	d.read(simBase)
 	return d
 }

@@ -44,7 +44,7 @@ func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
 		e.phase.boot = boot
 	}
 	if p := e.phase.period; p > 0 && (e.phase.t == nil || e.phase.t.Period != p || restarted) {
-		e.phase.t = &drift.PhaseTracker{Period: p}
+		e.phase.t = &drift.PhaseTracker{Period: p, Confirm: 1}
 	}
 	if e.phase.t == nil {
 		return
