@@ -198,6 +198,13 @@ func checkSprioRanges(t *testing.T, c *slurmharness.Cluster, dsnFile, hidden str
 	t.Helper()
 	sprio := parseSprio(t, c.MustRun("sprio", "-h", "-o", sprioFormat))
 	const print7 = 0.5e-7 + 1e-9
+	compared := 0
+	defer func() {
+		if compared == 0 {
+			t.Errorf("explain --job against sprio: no pending job compared (sprio lists %d)", len(sprio))
+		}
+		t.Logf("explain --job against sprio: %d job partitions, each factor and priority checked against explain's ranges", compared)
+	}()
 	for _, id := range jobs {
 		code, out, errOut := runExporter(t, "explain", "--job", id, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden,
 			"--reported.source", "none", "--output", "json")
@@ -225,6 +232,7 @@ func checkSprioRanges(t *testing.T, c *slurmharness.Cluster, dsnFile, hidden str
 					t.Errorf("job %s in %s: sprio %s %.7f outside explain's %.7f–%.7f (%s)", id, x.Partition, f.Factor, v, float64(lo), float64(hi), x.Phase.Describe())
 				}
 			}
+			compared++
 			// sprio rounds each weighted factor it sums
 			if slack := 2.0; !(s.prio >= float64(x.PriorityRange[0])-slack && s.prio <= float64(x.PriorityRange[1])+slack) {
 				t.Errorf("job %s in %s: sprio priority %.0f outside explain's %.0f–%.0f (%s)", id, x.Partition, s.prio,
