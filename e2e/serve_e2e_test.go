@@ -172,21 +172,19 @@ func driftBeyond(m map[string]float64, cluster string) (formula, usage float64, 
 
 // driftBounds lists the bounds the drift is judged against, as maxDrift.
 func driftBounds(m map[string]float64, cluster string) []string {
-	var out []string
-	for k, v := range m {
-		if strings.HasPrefix(k, "slurmdbd_fairshare_drift_bound{") && strings.Contains(k, `slurm_cluster="`+cluster+`"`) && v != 0 {
-			out = append(out, fmt.Sprintf("%s %g", strings.TrimPrefix(k, "slurmdbd_fairshare_drift_bound"), v))
-		}
-	}
-	sort.Strings(out)
-	return out
+	return nonZero(m, cluster, "slurmdbd_fairshare_drift_bound")
 }
 
 func maxDrift(m map[string]float64, cluster string) []string {
+	return nonZero(m, cluster, "slurmdbd_fairshare_drift_max")
+}
+
+// nonZero lists the cluster's samples of metric that are not 0, sorted.
+func nonZero(m map[string]float64, cluster, metric string) []string {
 	var out []string
 	for k, v := range m {
-		if strings.HasPrefix(k, "slurmdbd_fairshare_drift_max{") && strings.Contains(k, `slurm_cluster="`+cluster+`"`) && v != 0 {
-			out = append(out, fmt.Sprintf("%s %g", strings.TrimPrefix(k, "slurmdbd_fairshare_drift_max"), v))
+		if strings.HasPrefix(k, metric+"{") && strings.Contains(k, `slurm_cluster="`+cluster+`"`) && v != 0 {
+			out = append(out, fmt.Sprintf("%s %g", strings.TrimPrefix(k, metric), v))
 		}
 	}
 	sort.Strings(out)
