@@ -61,7 +61,11 @@ func demoInputs(now time.Time, n int) *Inputs {
 // demoSource makes the demo cluster's inputs stage by stage, as a refresh
 // reads a real cluster's: stage runs each under its name.
 func demoSource(now time.Time, n int, stage func(name string, run func())) *Inputs {
-	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, LastRollup: now.Truncate(time.Hour), Computed: now}
+	pass := now.Truncate(5 * time.Minute)
+	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, LastRollup: now.Truncate(time.Hour), Computed: now,
+		// as read from slurmctld's state file
+		Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
+		Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}}
 	stage(StageConfig, func() {
 		in.Settings = Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
 			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}}

@@ -287,8 +287,11 @@ func drift() *dashboard.DashboardBuilder {
 		WithPanel(single("Reported source up", unitBool, "Whether what Slurm reports (sshare or slurmrestd) was read and is fresh (slurmdbd_exporter_up{source=\"reported\"}); drift is withdrawn while it is not.",
 			q(`max(slurmdbd_exporter_up{`+target+`, source="reported"})`, ""))).
 		WithRow(dashboard.NewRowBuilder("Over time")).
-		WithPanel(series("Largest drift", unitPlain, "Largest absolute drift over the cluster's associations, per kind and value (slurmdbd_fairshare_drift_max): formula drift should be 0 beyond print precision; usage drift of raw_usage is relative to the larger value.",
-			q(`slurmdbd_fairshare_drift_max{`+sel+`}`, "{{kind}} {{value}}"))).
+		WithPanel(series("Largest drift", unitPlain, "Largest absolute drift over the cluster's associations, per kind and value (slurmdbd_fairshare_drift_max): formula drift should be 0 beyond print precision; usage drift of raw_usage is relative to the larger value. Beside it, the largest usage drift the inputs' unknowns explain (slurmdbd_fairshare_drift_bound: integer RawUsage, the decay and running jobs' charge between two possible decay-pass moments); drift is flagged only beyond it.",
+			q(`slurmdbd_fairshare_drift_max{`+sel+`}`, "{{kind}} {{value}}"),
+			q(`slurmdbd_fairshare_drift_bound{`+sel+`, kind="usage"}`, "bound {{kind}} {{value}}"))).
+		WithPanel(series("Decay-pass phase", unitSeconds, "How far apart slurmctld's last decay pass and the one the compared database usage was rebuilt for may be (slurmdbd_fairshare_decay_phase_uncertainty_seconds), by where the phase came from: state_file (priority_last_decay_ran), inferred (from successive reports), unknown (the whole PriorityCalcPeriod). The usage bound grows with it.",
+			q(`slurmdbd_fairshare_decay_phase_uncertainty_seconds{`+sel+`}`, "{{source}}"))).
 		WithPanel(series("Associations beyond tolerance", unitCount, "Associations beyond the exporter's tolerances, per kind and value (slurmdbd_fairshare_drift_beyond_tolerance_associations; value=associations: present on one side only). The drift alerts fire on these.",
 			q(`slurmdbd_fairshare_drift_beyond_tolerance_associations{`+sel+`}`, "{{kind}} {{value}}"))).
 		WithRow(dashboard.NewRowBuilder("Computed against reported")).
