@@ -2,22 +2,30 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // TestReleasesLive runs the exporter against live Slurm 24.11 (Debian
 // trixie) and 26.05 (Debian sid), each from a chroot beside the host's
 // 22.05: database mode, a `sshare --json` report, serve on sshare and on
 // slurmrestd (TCP with JWT, and its Unix socket) with the version it
-// serves detected, and explain. The two clusters come up side by side:
-// most of the time is spent waiting for slurmctld's passes.
+// serves detected, explain --user, and explain --job of two pending jobs
+// against sprio (checkSprioRanges, the state directory known); then, the
+// healthy checks done, injected faults (releaseFaults). The two clusters
+// come up side by side: most of the time is spent waiting for slurmctld's
+// passes.
 func TestReleasesLive(t *testing.T) {
 	for _, release := range []string{"24.11", "26.05"} {
 		t.Run(release, func(t *testing.T) {
@@ -43,8 +51,21 @@ func testRelease(t *testing.T, release string) {
 	db := []string{"--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir()}
 	ids := []string{c.Submit("alice", "phys", "", 256, 150), c.Submit("carol", "chem", "", 128, 150), c.Submit("bob", "phys", "", 96, 60)}
 	c.WaitRunning(2*time.Minute, ids...)
+	// Two jobs wider than the CPUs left (544; 640 once bob's job ends)
+	// pend behind them until alice's and carol's end.
+	pending := []string{c.Submit("alice", "phys", "", 900, 60), c.Submit("carol", "chem", "", 700, 60)}
 	// New associations have FairShare 0 until slurmctld's next pass.
 	c.WaitDecayPass()
+
+	// explain --job against sprio right after the pass that set the
+	// pending jobs' priorities, a minute before the next: with the state
+	// directory known, the ranges are those of that one pass.
+	since := time.Now()
+	t.Logf("sprio -o %s:\n%s", sprioFormat, c.MustRun("sprio", "-h", "-o", sprioFormat))
+	checkSprioRanges(t, c, dsnFile, c.StateDir(), pending)
+	// gone before the healthy watch below, which runs as it did without them
+	c.MustRun("scancel", pending...)
+	t.Logf("explain --job against sprio in %v", time.Since(since).Round(time.Second))
 
 	sources := map[string][]string{
 		"sshare":          {"--reported.source", "sshare"},
@@ -80,8 +101,8 @@ func testRelease(t *testing.T, release string) {
 		if m, _ := s.scrape(); m[aliceReported] <= 0 {
 			t.Errorf("%s: no reported usage for alice after her job ran over slurmctld's passes", name)
 		}
-		s.stop()
-		if name != "sshare" {
+		if name != "sshare" { // kept for the faults below
+			s.stop()
 			logVersion(t, name, s)
 		}
 	}
@@ -114,7 +135,152 @@ func testRelease(t *testing.T, release string) {
 	} else {
 		t.Logf("explain alice: %s", exps[0].Reason)
 	}
+
+	// Faults last, on the cluster found healthy above, watched by serve on
+	// sshare.
+	since = time.Now()
+	releaseFaults(t, c, servers["sshare"], db)
+	t.Logf("faults in %v", time.Since(since).Round(time.Second))
 	t.Logf("release %s tested in %v", release, time.Since(begin).Round(time.Second))
+}
+
+// releaseFaults injects faults into a healthy cluster that s (serve,
+// reported source sshare, the state directory known) watches, db the
+// exporter's database-mode flags.
+//
+// (a) RawUsage=0 on alice: slurmctld applies it at once, but serve reads
+// sshare just after each of slurmctld's passes, so it must show usage
+// drift on raw_usage after the next one; check in database mode must then
+// exit 1 naming her.
+//
+// (b) PriorityFlags=NO_FAIR_TREE by scontrol reconfigure. On 22.05
+// slurmctld goes on from Fair Tree's shares after it: formula drift
+// (TestServeRealSlurm). From 23.11 reconfigure starts slurmctld afresh and
+// hands over to it (scontrol(1); with -D, in the same process): the flags
+// apply as after a restart. So here slurmctld must come back with a new
+// boot time and NO_FAIR_TREE, and check in database mode, which reads
+// sshare at once, must find no formula drift against classic. What serve
+// shows meanwhile (its last report, read before the reconfigure, against
+// the slurm.conf it re-reads) is logged, not judged. Nor is usage: on
+// 24.11.5 and 26.05.5 check found every association ok again right after
+// the reconfigure, as if alice's reset had not outlived the old process
+// (the sshare line logged after it says).
+func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, db []string) {
+	t.Helper()
+	rawUsage := series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", c.Name, "kind", "usage", "value", "raw_usage")
+	reportedAt := series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "reported")
+	alice := series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", c.Name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")
+	if m, _ := s.scrape(); m[rawUsage] != 0 {
+		t.Errorf("before RawUsage=0: %v associations beyond tolerance on raw_usage", m[rawUsage])
+	}
+
+	// (a) RawUsage=0 on one user
+	faulted := time.Now()
+	c.Sacctmgr("modify", "user", "where", "name=alice", "account=phys", "set", "RawUsage=0")
+	t.Logf("RawUsage=0 for alice %.0f s after slurmctld's last pass; sshare at once: %q", faulted.Sub(trueLastPass(c)).Seconds(),
+		strings.Fields(c.Sshare("-n", "-P", "-A", "phys", "-u", "alice", "-o", "Account,User,RawUsage")))
+	var m map[string]float64
+	for last := ""; ; time.Sleep(2 * time.Second) {
+		m, _ = s.scrape()
+		state := fmt.Sprintf("serve's report read at %+.0f s, slurmctld's last pass at %+.0f s: alice's reported usage %.0f, raw_usage beyond tolerance %v",
+			m[reportedAt]-float64(faulted.Unix()), trueLastPass(c).Sub(faulted).Seconds(), m[alice], m[rawUsage])
+		if state != last {
+			t.Logf("%v after RawUsage=0: %s", time.Since(faulted).Round(time.Second), state)
+			last = state
+		}
+		if m[rawUsage] > 0 {
+			break
+		}
+		// one pass and a read after it; once (24.11) it took two
+		if time.Since(faulted) > 150*time.Second {
+			t.Fatalf("RawUsage=0 for alice: no usage drift within 150 s; usage (computed, reported) %v\n%s", usagePairs(m, c.Name), testenv.Tail(s.logs.Bytes()))
+		}
+	}
+	_, _, which := driftBeyond(m, c.Name)
+	t.Logf("RawUsage=0 for alice: flagged by serve after %v: %v; usage (computed, reported) %v",
+		time.Since(faulted).Round(time.Second), which, usagePairs(m, c.Name))
+	code, rep, stderr := checkJSONEnv(t, c.Env(), db...)
+	flagged := notOK(rep)
+	t.Logf("check in database mode after RawUsage=0: exit %d, %+v, %v", code, rep.Summary.Counts, flagged)
+	if code != 1 || !slices.Contains(flagged, "phys/alice: drift") {
+		t.Errorf("check in database mode after RawUsage=0 for alice: exit %d (want 1), not ok %v (want phys/alice: drift)\n%s", code, flagged, stderr)
+	}
+
+	// (b) PriorityFlags changed by scontrol reconfigure, no restart
+	ctld := func() (pid, boot, flags string) {
+		b, _ := os.ReadFile(filepath.Join(c.Dir, "slurmctld.pid"))
+		out, _ := c.Run("scontrol", "show", "config")
+		for _, l := range strings.Split(out, "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				switch strings.TrimSpace(k) {
+				case "BOOT_TIME":
+					boot = strings.TrimSpace(v)
+				case "PriorityFlags":
+					flags = strings.TrimSpace(v)
+				}
+			}
+		}
+		return strings.TrimSpace(string(b)), boot, flags
+	}
+	pid, boot, flags := ctld()
+	c.SetPriorityFlags("NO_FAIR_TREE")
+	reconfigured := time.Now()
+	c.MustRun("scontrol", "reconfigure")
+	var pid2, boot2, flags2 string
+	for pid2, boot2, flags2 = ctld(); boot2 == boot || boot2 == ""; pid2, boot2, flags2 = ctld() {
+		if time.Since(reconfigured) > 30*time.Second {
+			t.Fatalf("scontrol reconfigure: slurmctld's boot time still %q after 30 s (PriorityFlags %q)", boot2, flags2)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("scontrol reconfigure: slurmctld pid %s, boot %s, PriorityFlags %q before; after %v pid %s, boot %s, PriorityFlags %q",
+		pid, boot, flags, time.Since(reconfigured).Round(time.Second), pid2, boot2, flags2)
+	if !strings.Contains(flags2, "NO_FAIR_TREE") {
+		t.Errorf("scontrol reconfigure: slurmctld runs with PriorityFlags %q, want NO_FAIR_TREE", flags2)
+	}
+	m, _ = s.scrape()
+	f, _, which := driftBeyond(m, c.Name)
+	t.Logf("serve %v after scontrol reconfigure, its report read at %+.0f s: formula beyond tolerance %v %v, %v",
+		time.Since(reconfigured).Round(time.Second), m[reportedAt]-float64(reconfigured.Unix()), f, which, algorithms(m, c.Name))
+	code, rep, stderr = checkJSONEnv(t, c.Env(), db...)
+	var formula []string
+	if rep.Formula != nil {
+		formula = notOK(*rep.Formula)
+	}
+	t.Logf("check in database mode after scontrol reconfigure: exit %d, algorithm %s, %+v, formula %v, slurmctld's last pass at %+.0f s",
+		code, rep.Algorithm, rep.Summary.Counts, formula, trueLastPass(c).Sub(reconfigured).Seconds())
+	if out, err := c.Run("sshare", "-n", "-P", "-A", "phys", "-u", "alice", "-o", "Account,User,RawUsage"); err == nil {
+		t.Logf("sshare after scontrol reconfigure: %q", strings.Fields(out))
+	}
+	if rep.Algorithm != fairshare.AlgorithmClassic || rep.Formula == nil || slices.ContainsFunc(formula, func(s string) bool { return strings.HasSuffix(s, ": drift") }) {
+		t.Errorf("check after NO_FAIR_TREE by scontrol reconfigure (slurmctld started afresh): algorithm %s, formula %v, want classic with no formula drift\n%s",
+			rep.Algorithm, formula, stderr)
+	}
+}
+
+// notOK lists the report's associations whose status is not ok, as
+// account/user: status.
+func notOK(rep drift.Report) []string {
+	var out []string
+	for _, e := range rep.Associations {
+		if e.Status != drift.StatusOK {
+			out = append(out, fmt.Sprintf("%s/%s: %s", e.Account, e.User, e.Status))
+		}
+	}
+	return out
+}
+
+// algorithms lists the cluster's slurmdbd_fairshare_algorithm_mismatch
+// samples, labels and value.
+func algorithms(m map[string]float64, cluster string) []string {
+	var out []string
+	for k, v := range m {
+		if rest, ok := strings.CutPrefix(k, "slurmdbd_fairshare_algorithm_mismatch{"); ok && strings.Contains(k, `slurm_cluster="`+cluster+`"`) {
+			out = append(out, fmt.Sprintf("{%s %g", rest, v))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // checkJSONEnv is checkJSON with env as the exporter's environment (nil:
