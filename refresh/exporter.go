@@ -86,16 +86,18 @@ type Exporter struct {
 	// across restarts ("": none).
 	StoragePath string
 
-	now       func() time.Time
-	db        *slurmdbd.DB
-	phase     phase
-	clusters  map[string]*clusterState
-	sources   map[string]result.Source
-	stages    map[string]result.Stage
-	report    *reportState
-	boot      time.Time
-	ready     atomic.Bool
-	clusterUp map[string]bool
+	now   func() time.Time
+	db    *slurmdbd.DB
+	phase phase
+	// settingsAt is when slurm.conf's priority settings last changed
+	settingsAt time.Time
+	clusters   map[string]*clusterState
+	sources    map[string]result.Source
+	stages     map[string]result.Stage
+	report     *reportState
+	boot       time.Time
+	ready      atomic.Bool
+	clusterUp  map[string]bool
 	// dropped: associations the series budget left out of each cluster
 	// at the last publish (warned when it grows)
 	dropped map[string]int
@@ -289,10 +291,32 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 	}
 }
 
+// reloadConf reads slurm.conf again (LoadConf), keeping the settings last
+// read when it fails.
+func (e *Exporter) reloadConf() {
+	if e.LoadConf == nil {
+		return
+	}
+	t0 := e.now()
+	conf, err := e.LoadConf()
+	e.stage(StageConfig, e.now().Sub(t0), err)
+	if err != nil {
+		e.Log.Error().Err(err).Msg("slurm.conf: keeping the settings last read")
+		return
+	}
+	if settings(conf) != settings(e.Conf) {
+		// a report read under the old settings is not compared with the
+		// new: slurmctld may have taken them up since (a restart; from
+		// 23.11 scontrol reconfigure is one)
+		e.settingsAt = e.now()
+	}
+	e.Conf = conf
+}
+
 // freshReport is the report if it is recent enough to compare.
 func (e *Exporter) freshReport() *Report {
 	r := e.report
-	if r == nil || e.now().Sub(r.at) > e.StaleAfter {
+	if r == nil || e.now().Sub(r.at) > e.StaleAfter || r.at.Before(e.settingsAt) {
 		return nil
 	}
 	rep := &Report{Out: r.out, At: r.at, Memo: r.memo}
@@ -327,16 +351,7 @@ func (e *Exporter) clusterNames(ctx context.Context) ([]string, error) {
 }
 
 func (e *Exporter) refreshAll(ctx context.Context, at time.Time) {
-	if e.LoadConf != nil {
-		t0 := e.now()
-		conf, err := e.LoadConf()
-		e.stage(StageConfig, e.now().Sub(t0), err)
-		if err != nil {
-			e.Log.Error().Err(err).Msg("slurm.conf: keeping the settings last read")
-		} else {
-			e.Conf = conf
-		}
-	}
+	e.reloadConf()
 	e.phase.setPeriod(e.Conf.PriorityCalcPeriod)
 	t0 := e.now()
 	names, err := e.clusterNames(ctx)
@@ -646,7 +661,7 @@ func (e *Exporter) publish() {
 	t0 := e.now()
 	snap := &result.Snapshot{Sources: maps.Clone(e.sources), ClusterUp: maps.Clone(e.clusterUp), Published: t0}
 	rep := e.freshReport()
-	if e.Report != nil && rep == nil {
+	if e.Report != nil && (e.report == nil || e.now().Sub(e.report.at) > e.StaleAfter) {
 		s := snap.Sources["reported"]
 		s.Up = false
 		snap.Sources["reported"] = s

@@ -58,3 +58,28 @@ func TestWarnChanged(t *testing.T) {
 		t.Errorf("bad row 1 logged %d times (want 2: it went away and came back), bad row 2 %d times (want 1):\n%s", n1, n2, logs.String())
 	}
 }
+
+// TestReportBeforeSettingsChange: a report read before slurm.conf's
+// priority settings changed is not compared with them (slurmctld may have
+// taken them up since: from 23.11 scontrol reconfigure restarts it), and
+// the reported source is not called down for it; the next report is.
+func TestReportBeforeSettingsChange(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: time.Minute}
+	e := &Exporter{Conf: conf, StaleAfter: time.Hour, now: func() time.Time { return now }, stages: map[string]result.Stage{}}
+	e.report = &reportState{at: now.Add(-time.Minute)}
+	if e.freshReport() == nil {
+		t.Fatal("a report of a minute ago, settings unchanged: not compared")
+	}
+	changed := *conf
+	changed.PriorityFlagNames = []string{"NO_FAIR_TREE"}
+	e.LoadConf = func() (*slurmconf.Config, error) { return &changed, nil }
+	e.reloadConf()
+	if e.freshReport() != nil {
+		t.Error("a report read before the settings changed is compared with them")
+	}
+	e.report = &reportState{at: now.Add(time.Second)}
+	if e.freshReport() == nil {
+		t.Error("a report read after the settings changed is not compared")
+	}
+}
