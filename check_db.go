@@ -68,7 +68,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		// rank range
 		e.BootTime = c.bootTime(c.SlurmConf)
 	}
-	reported, read, passRaw, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
+	reported, read, passRaw, gap, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	// database against Slurm's usage, with Slurm's formula beside it
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
 		Tolerance: drift.Tolerance{Formula: c.Tolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
-		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: passRaw, InferLag: true}, true)
+		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: passRaw, PassGap: gap.Seconds(), InferLag: true}, true)
 	if err != nil {
 		return err
 	}
@@ -112,21 +112,21 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 // unknown (--phase.wait), which e then knows. read is when the returned
 // report was read (nil: from a file, whose moment is --at); passRaw the
 // usage of the read that showed the pass, where it differs
-// (drift.Input.PassRaw).
-func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *sshare.Output, read *[2]time.Time, passRaw map[drift.Key]float64, err error) {
+// (drift.Input.PassRaw), read up to gap after it.
+func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *sshare.Output, read *[2]time.Time, passRaw map[drift.Key]float64, gap time.Duration, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
 		defer f.Close()
 		out, err = parseSshare(f, name, c.Algorithm)
-		return out, nil, nil, err
+		return out, nil, nil, 0, err
 	}
 	wait, err := c.phaseWait(conf)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	if _, _, err := slurmstate.LastDecayRan(stateDir); err == nil {
 		wait = 0 // the state file says when passes fall
@@ -136,6 +136,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 	var first, pass map[drift.Key]float64
 	var prev *sshare.Output
 	var passes uint64
+	var prevStart time.Time
 	seen := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
@@ -144,13 +145,14 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 		end := time.Now()
 		cancel()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
 		read = &[2]time.Time{start, end}
 		raw := drift.RawByKey(out)
 		if prev != nil && drift.PassBetween(prev, out) {
-			passes, pass = passes+1, raw
+			passes, pass, gap = passes+1, raw, end.Sub(prevStart)
 		}
+		prevStart = start
 		if first == nil {
 			first = raw
 		}
@@ -182,7 +184,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 	if maps.Equal(pass, drift.RawByKey(out)) {
 		pass = nil
 	}
-	return out, read, pass, nil
+	return out, read, pass, gap, nil
 }
 
 // phaseWait is --phase.wait for conf.

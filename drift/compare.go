@@ -47,6 +47,11 @@ type Input struct {
 	// the next one. Each may then lie between the replay on the report's
 	// usage and the replay on PassRaw.
 	PassRaw map[Key]float64
+	// PassGap is how long, in seconds, after slurmctld's pass the report
+	// PassRaw comes from may have been read (the bracket it closed): jobs
+	// ending in between were charged into it already, at most the
+	// running jobs' rate (Pass.Running) times the gap.
+	PassGap float64
 	// InferLag, with no PrevRaw and the classic algorithm, tells drift that
 	// slurmctld's one-pass lag explains from drift it does not: slurmctld
 	// computes the accounts' NormUsage at the start of each pass, so the
@@ -205,7 +210,7 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 		c.ByKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
 	}
 
-	bounds := rt.UsageBounds(alg, replay, sshare.UsageResolution, nil, damp)
+	bounds := rt.UsageBounds(alg, replay, sshare.UsageResolution, in.passGapCharge(rt), damp)
 	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
 		widenForLag(rt, replay, bounds, in.PrevRaw, damp)
 	}
@@ -359,6 +364,26 @@ func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw 
 		b.EffectiveUsage += absDiff(r.EffectiveUsage, l.EffectiveUsage)
 		b.FairShare += absDiff(r.FairShare, l.FairShare)
 	}
+}
+
+// passGapCharge is, per row of rt, what jobs ending between slurmctld's
+// pass and the read of PassRaw may have charged into it (nil: nothing to
+// allow): their rate, from the database's running jobs, times PassGap.
+func (in *Input) passGapCharge(rt *fairshare.Tree) []float64 {
+	if in.PassRaw == nil || in.PassGap <= 0 || in.DB == nil || in.Pass.Running == nil {
+		return nil
+	}
+	rate := make(map[Key]float64, in.DB.Len())
+	for i := range in.DB.Len() {
+		a := in.DB.Association(i)
+		rate[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = in.Pass.Running[i]
+	}
+	extra := make([]float64, rt.Len())
+	for i := range extra {
+		a := rt.Association(i)
+		extra[i] = rate[Key{Account: a.Account, User: a.User, Partition: a.Partition}] * in.PassGap
+	}
+	return extra
 }
 
 // widenForPass allows each value computed at slurmctld's last decay pass

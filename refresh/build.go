@@ -36,6 +36,7 @@ type Report struct {
 	// PassRaw is RawUsage from the first report after slurmctld's last
 	// decay pass seen (drift.Input.PassRaw; nil: none or this one).
 	PassRaw map[drift.Key]float64
+	PassGap time.Duration
 	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is), with
 	// what is known of the pass it stands at (nil DB: Inputs' own).
 	DB    *fairshare.Tree
@@ -255,7 +256,7 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass}, false)
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}

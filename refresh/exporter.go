@@ -129,9 +129,12 @@ type reportState struct {
 	raw     map[drift.Key]float64
 	prevRaw map[drift.Key]float64
 	prevAt  time.Time
-	// passRaw is the first report after the last pass seen
+	// passRaw is the first report after the last pass seen, read up to
+	// passGap after it (from the read before)
 	passRaw map[drift.Key]float64
 	passAt  time.Time
+	passGap time.Duration
+	start   time.Time // of the read
 	memo    *ReportMemo
 }
 
@@ -258,17 +261,17 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 	}
 	r.out.FillMissingFactor(float64(e.Conf.FairShareDampeningFactor))
 	raw := r.raw
-	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}}
+	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}, start: r.start}
 	if p := e.report; p != nil {
 		// the last report whose usage differs came before slurmctld's
 		// last decay pass: usage changes at passes (and at job ends
 		// under limits: PassRaw)
-		rs.prevRaw, rs.prevAt, rs.passRaw, rs.passAt = p.prevRaw, p.prevAt, p.passRaw, p.passAt
+		rs.prevRaw, rs.prevAt, rs.passRaw, rs.passAt, rs.passGap = p.prevRaw, p.prevAt, p.passRaw, p.passAt, p.passGap
 		if !maps.Equal(p.raw, raw) {
 			rs.prevRaw, rs.prevAt = p.raw, p.at
 		}
 		if drift.PassBetween(p.out, r.out) {
-			rs.passRaw, rs.passAt = raw, r.at
+			rs.passRaw, rs.passAt, rs.passGap = raw, r.at, r.end.Sub(p.start)
 		}
 	}
 	e.report = rs
@@ -324,7 +327,7 @@ func (e *Exporter) freshReport() *Report {
 		rep.PrevRaw = r.prevRaw
 	}
 	if r.passRaw != nil && !maps.Equal(r.passRaw, r.raw) && r.at.Sub(r.passAt) <= e.Conf.PriorityCalcPeriod {
-		rep.PassRaw = r.passRaw
+		rep.PassRaw, rep.PassGap = r.passRaw, r.passGap
 	}
 	return rep
 }
