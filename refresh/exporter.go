@@ -136,13 +136,6 @@ type reportState struct {
 	passGap time.Duration
 	start   time.Time // of the read
 	memo    *ReportMemo
-	// boot is slurmctld's at the read (zero: unknown); restarted says
-	// no pass has been seen since it changed: the values slurmctld
-	// computes at passes are not settled until its first pass after a
-	// start (the 60-minute soak saw formula drift right after one), so
-	// the report is not compared until then
-	boot      time.Time
-	restarted bool
 }
 
 // Ready reports whether the computation of a good database refresh has
@@ -268,7 +261,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 	}
 	r.out.FillMissingFactor(float64(e.Conf.FairShareDampeningFactor))
 	raw := r.raw
-	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}, start: r.start, boot: r.boot}
+	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}, start: r.start}
 	if p := e.report; p != nil {
 		// the last report whose usage differs came before slurmctld's
 		// last decay pass: usage changes at passes (and at job ends
@@ -277,13 +270,8 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		if !maps.Equal(p.raw, raw) {
 			rs.prevRaw, rs.prevAt = p.raw, p.at
 		}
-		pass := drift.PassBetween(p.out, r.out)
-		if pass {
+		if drift.PassBetween(p.out, r.out) {
 			rs.passRaw, rs.passAt, rs.passGap = raw, r.at, r.end.Sub(p.start)
-		}
-		rs.restarted = p.restarted && !pass
-		if !r.boot.IsZero() && !p.boot.IsZero() && !r.boot.Equal(p.boot) {
-			rs.restarted = true
 		}
 	}
 	e.report = rs
@@ -331,7 +319,7 @@ func (e *Exporter) reloadConf() {
 // freshReport is the report if it is recent enough to compare.
 func (e *Exporter) freshReport() *Report {
 	r := e.report
-	if r == nil || e.now().Sub(r.at) > e.StaleAfter || r.at.Before(e.settingsAt) || r.restarted {
+	if r == nil || e.now().Sub(r.at) > e.StaleAfter || r.at.Before(e.settingsAt) {
 		return nil
 	}
 	rep := &Report{Out: r.out, At: r.at, Memo: r.memo}

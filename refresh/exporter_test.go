@@ -2,8 +2,6 @@ package refresh
 
 import (
 	"bytes"
-	"context"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +9,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
@@ -85,47 +81,5 @@ func TestReportBeforeSettingsChange(t *testing.T) {
 	e.report = &reportState{at: now.Add(time.Second)}
 	if e.freshReport() == nil {
 		t.Error("a report read after the settings changed is not compared")
-	}
-}
-
-// TestReportAfterRestart: after slurmctld starts (a new boot time) its
-// reports are not compared until a pass is seen between two of its reads;
-// the reported source stays up meanwhile.
-func TestReportAfterRestart(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	e := &Exporter{Conf: &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: time.Minute}, StaleAfter: time.Hour,
-		now: func() time.Time { return now }, stages: map[string]result.Stage{}, sources: map[string]result.Source{}}
-	read := func(path string, boot time.Time, scale float64) {
-		out, err := sshare.ParseFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range out.Rows {
-			out.Rows[i].RawUsage = math.Trunc(out.Rows[i].RawUsage * scale)
-		}
-		now = now.Add(10 * time.Second)
-		e.onReport(context.Background(), reportResult{out: out, raw: drift.RawByKey(out), at: now, start: now, end: now, boot: boot})
-	}
-	capture := "../testdata/slurm-22.05/idle-fairtree.txt"
-	boot := now.Add(-time.Hour)
-	read(capture, boot, 1)
-	if e.freshReport() == nil {
-		t.Fatal("a report of the same slurmctld: not compared")
-	}
-	restart := now
-	read(capture, restart, 1)
-	if e.freshReport() != nil {
-		t.Error("the first report after slurmctld started is compared")
-	}
-	read(capture, restart, 1) // no pass yet
-	if e.freshReport() != nil {
-		t.Error("a report after slurmctld started, before its first pass, is compared")
-	}
-	read(capture, restart, 0.99) // decay: a pass
-	if e.freshReport() == nil {
-		t.Error("a report after slurmctld's first pass since it started is not compared")
-	}
-	if !e.sources["reported"].Up {
-		t.Error("the reported source is down")
 	}
 }
