@@ -144,19 +144,11 @@ func TestPassErrorExplainsPhase(t *testing.T) {
 func TestPassRawJobEnd(t *testing.T) {
 	out := capture(t, "slurm-22.05/idle-fairtree.txt")
 	atPass := RawByKey(out)
-	user := -1
-	for i, r := range out.Rows {
-		if r.User != "" && r.User != "root" && r.RawUsage > 0 {
-			user = i
-			break
-		}
-	}
+	user := userWithUsage(out)
 	// the job's end charges 40% of the user's usage to its chain
 	charge := math.Round(0.4 * out.Rows[user].RawUsage)
-	for i := user; i >= 0; i-- {
-		if i == user || (out.Rows[i].User == "" && out.Rows[i].Depth < out.Rows[user].Depth && onPath(out, i, user)) {
-			out.Rows[i].RawUsage += charge
-		}
+	for _, i := range chargedRows(out, user) {
+		out.Rows[i].RawUsage += charge
 	}
 	if PassBetween(capture(t, "slurm-22.05/idle-fairtree.txt"), out) {
 		t.Fatal("a job end's charge taken for a decay pass")
@@ -199,18 +191,28 @@ func TestPassRawJobEnd(t *testing.T) {
 	}
 }
 
-// onPath: row a is an ancestor account of row u (sshare's indentation).
-func onPath(out *sshare.Output, a, u int) bool {
+// userWithUsage is the first user row with usage (root's own aside).
+func userWithUsage(out *sshare.Output) int {
+	for i, r := range out.Rows {
+		if r.User != "" && r.User != "root" && r.RawUsage > 0 {
+			return i
+		}
+	}
+	panic("no user with usage")
+}
+
+// chargedRows is row u and the account rows above it (sshare's indentation):
+// the rows a job of u charges.
+func chargedRows(out *sshare.Output, u int) []int {
+	rows := []int{u}
 	depth := out.Rows[u].Depth
-	for i := u - 1; i >= 0; i-- {
+	for i := u - 1; i >= 0 && depth > 0; i-- {
 		if r := &out.Rows[i]; r.User == "" && r.Depth < depth {
-			if i == a {
-				return true
-			}
+			rows = append(rows, i)
 			depth = r.Depth
 		}
 	}
-	return false
+	return rows
 }
 
 // TestPassGap: the first report after a pass may already hold a job end
@@ -219,25 +221,15 @@ func onPath(out *sshare.Output, a, u int) bool {
 // the running jobs' rate times the gap (Input.PassGap).
 func TestPassGap(t *testing.T) {
 	out := capture(t, "slurm-22.05/idle-fairtree.txt") // its values: those of the pass
-	user := -1
-	for i, r := range out.Rows {
-		if r.User != "" && r.User != "root" && r.RawUsage > 0 {
-			user = i
-			break
-		}
-	}
+	user := userWithUsage(out)
 	charge := math.Round(0.4 * out.Rows[user].RawUsage)
-	chain := func(o *sshare.Output, v float64) {
-		for i := user; i >= 0; i-- {
-			if i == user || (o.Rows[i].User == "" && o.Rows[i].Depth < o.Rows[user].Depth && onPath(o, i, user)) {
-				o.Rows[i].RawUsage += v
-			}
-		}
-	}
+	rows := chargedRows(out, user) // the same in every capture of one file
 	read := capture(t, "slurm-22.05/idle-fairtree.txt")
-	chain(read, charge/2) // half charged before the read of PassRaw
+	for _, i := range rows {
+		read.Rows[i].RawUsage += charge / 2 // half charged before the read of PassRaw
+		out.Rows[i].RawUsage += charge
+	}
 	passRaw := RawByKey(read)
-	chain(out, charge)
 	assocs, err := out.Associations()
 	if err != nil {
 		t.Fatal(err)
@@ -247,10 +239,8 @@ func TestPassGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := make([]float64, db.Len())
-	for i := range running {
-		if i == user || (out.Rows[i].User == "" && out.Rows[i].Depth < out.Rows[user].Depth && onPath(out, i, user)) {
-			running[i] = charge / 10 // a job 10 s from its start to its end at most
-		}
+	for _, i := range rows {
+		running[i] = charge / 10 // a job 10 s from its start to its end at most
 	}
 	judge := func(gap float64) *Comparison {
 		c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6, Usage: 0.005, Factor: 0.01},
