@@ -145,6 +145,8 @@ func (e *Exporter) Ready() bool { return e.ready.Load() }
 type reportResult struct {
 	out *sshare.Output
 	raw map[drift.Key]float64 // out's RawUsage
+	// pass: slurmctld ran a decay pass since the read before
+	pass bool
 	// at is the middle of the read, from start to end
 	at, start, end time.Time
 	boot           time.Time
@@ -216,7 +218,7 @@ func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
 		r.at, r.start, r.end, r.took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
 		if r.err == nil {
 			r.raw = drift.RawByKey(r.out)
-			e.observe(t0, t1, r.boot, r.out)
+			r.pass = e.observe(t0, t1, r.boot, r.out)
 		}
 		select {
 		case out <- r:
@@ -270,7 +272,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 		if !maps.Equal(p.raw, raw) {
 			rs.prevRaw, rs.prevAt = p.raw, p.at
 		}
-		if drift.PassBetween(p.out, r.out) {
+		if r.pass {
 			rs.passRaw, rs.passAt, rs.passGap = raw, r.at, r.end.Sub(p.start)
 		}
 	}
@@ -316,10 +318,15 @@ func (e *Exporter) reloadConf() {
 	e.Conf = conf
 }
 
+// reportStale: there is no report, or it is too old to serve.
+func (e *Exporter) reportStale() bool {
+	return e.report == nil || e.now().Sub(e.report.at) > e.StaleAfter
+}
+
 // freshReport is the report if it is recent enough to compare.
 func (e *Exporter) freshReport() *Report {
 	r := e.report
-	if r == nil || e.now().Sub(r.at) > e.StaleAfter || r.at.Before(e.settingsAt) {
+	if e.reportStale() || r.at.Before(e.settingsAt) {
 		return nil
 	}
 	rep := &Report{Out: r.out, At: r.at, Memo: r.memo}
@@ -664,7 +671,7 @@ func (e *Exporter) publish() {
 	t0 := e.now()
 	snap := &result.Snapshot{Sources: maps.Clone(e.sources), ClusterUp: maps.Clone(e.clusterUp), Published: t0}
 	rep := e.freshReport()
-	if e.Report != nil && (e.report == nil || e.now().Sub(e.report.at) > e.StaleAfter) {
+	if e.Report != nil && e.reportStale() {
 		s := snap.Sources["reported"]
 		s.Up = false
 		snap.Sources["reported"] = s

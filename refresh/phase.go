@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -33,12 +34,18 @@ func (p *phase) setPeriod(d time.Duration) {
 }
 
 // observe records a read of the reported side, slurmctld having booted at
-// boot (zero: unknown); a new PriorityCalcPeriod or a restart of
+// boot (zero: unknown), and reports whether a pass fell since the read
+// before (drift.PassBetween); a new PriorityCalcPeriod or a restart of
 // slurmctld, which starts its passes at a new phase, starts the inference
 // afresh.
-func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
+func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) (pass bool) {
 	e.phase.mu.Lock()
 	defer e.phase.mu.Unlock()
+	pass = e.phase.last != nil && drift.PassBetween(e.phase.last, out)
+	e.phase.last = out
+	if pass {
+		e.phase.passes++
+	}
 	restarted := !boot.IsZero() && !e.phase.boot.IsZero() && !boot.Equal(e.phase.boot)
 	if !boot.IsZero() {
 		e.phase.boot = boot
@@ -46,14 +53,10 @@ func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) {
 	if p := e.phase.period; p > 0 && (e.phase.t == nil || e.phase.t.Period != p || restarted) {
 		e.phase.t = &drift.PhaseTracker{Period: p, Confirm: 1}
 	}
-	if e.phase.t == nil {
-		return
+	if e.phase.t != nil {
+		e.phase.t.Observe(start, end, e.phase.passes)
 	}
-	if e.phase.last != nil && drift.PassBetween(e.phase.last, out) {
-		e.phase.passes++
-	}
-	e.phase.last = out
-	e.phase.t.Observe(start, end, e.phase.passes)
+	return pass
 }
 
 // inferredPass is slurmctld's last decay pass at or before at as the
@@ -84,10 +87,8 @@ func (e *Exporter) nextRead(start, end time.Time) time.Time {
 	}
 	if e.StateDir != "" {
 		if ran, _, err := slurmstate.LastDecayRan(e.StateDir); err == nil {
-			next := ran
-			for !next.After(end) {
-				next = next.Add(t.Period)
-			}
+			p := fairshare.Passes{Period: t.Period.Seconds(), Phase: float64(ran.Unix())}
+			next := time.Unix(int64(p.LastPass(float64(end.Unix()))+p.Period), 0)
 			// whole seconds, and the pass itself takes a moment
 			next = next.Add(time.Second + end.Sub(start))
 			return minTime(next, regular)
