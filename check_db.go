@@ -133,7 +133,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 	}
 	tracker := &drift.PhaseTracker{Period: conf.PriorityCalcPeriod}
 	deadline := time.Now().Add(wait)
-	var first, pass map[drift.Key]float64
+	var first, pass, raw map[drift.Key]float64
 	var prev *sshare.Output
 	var passes uint64
 	var prevStart time.Time
@@ -148,7 +148,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 			return nil, nil, nil, 0, err
 		}
 		read = &[2]time.Time{start, end}
-		raw := drift.RawByKey(out)
+		raw = drift.RawByKey(out)
 		if prev != nil && drift.PassBetween(prev, out) {
 			passes, pass, gap = passes+1, raw, end.Sub(prevStart)
 		}
@@ -181,7 +181,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 			pass = first
 		}
 	}
-	if maps.Equal(pass, drift.RawByKey(out)) {
+	if maps.Equal(pass, raw) {
 		pass = nil
 	}
 	return out, read, pass, gap, nil

@@ -344,20 +344,26 @@ func notYetComputed(out *sshare.Output, r *sshare.Row) bool {
 	return r.Depth > 0 && math.IsNaN(r.NormUsage) && out.Has(sshare.NormUsage)
 }
 
+// rowsRaw is raw's RawUsage for each association of rt, rt's own where
+// raw has none (an association added since).
+func rowsRaw(rt *fairshare.Tree, raw map[Key]float64) []float64 {
+	out := make([]float64, rt.Len())
+	for i := range out {
+		a := rt.Association(i)
+		v, ok := raw[Key{Account: a.Account, User: a.User, Partition: a.Partition}]
+		if !ok {
+			v = a.RawUsage
+		}
+		out[i] = v
+	}
+	return out
+}
+
 // widenForLag allows each value to be anywhere between the replay and the
 // replay lagged by one decay pass: slurmctld computes classic effective
 // usage at the start of each pass.
 func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw map[Key]float64, damp float64) {
-	prev := make([]float64, rt.Len())
-	for i := range prev {
-		a := rt.Association(i)
-		v, ok := prevRaw[Key{Account: a.Account, User: a.User, Partition: a.Partition}]
-		if !ok {
-			v = a.RawUsage
-		}
-		prev[i] = v
-	}
-	lagged := rt.ClassicLagged(prev, damp)
+	lagged := rt.ClassicLagged(rowsRaw(rt, prevRaw), damp)
 	for i := range bounds {
 		b, r, l := &bounds[i], &replay[i], &lagged[i]
 		b.NormUsage += absDiff(r.NormUsage, l.NormUsage)
@@ -390,13 +396,11 @@ func (in *Input) passGapCharge(rt *fairshare.Tree) []float64 {
 // to be anywhere between the replay and the replay on the usage at that
 // pass (Input.PassRaw), which it returns.
 func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw map[Key]float64, alg fairshare.Algorithm, damp float64) ([]fairshare.Values, error) {
+	raw := rowsRaw(rt, passRaw)
 	assocs := make([]fairshare.Association, rt.Len())
 	for i := range assocs {
-		a := rt.Association(i)
-		if v, ok := passRaw[Key{Account: a.Account, User: a.User, Partition: a.Partition}]; ok {
-			a.RawUsage = v
-		}
-		assocs[i] = a
+		assocs[i] = rt.Association(i)
+		assocs[i].RawUsage = raw[i]
 	}
 	pt, err := fairshare.NewTree(assocs)
 	if err != nil {
