@@ -124,7 +124,7 @@ func usageAt(t *testing.T, g generated, p fairshare.Passes, at time.Time) map[ui
 		return (math.Pow(d, T-a) - math.Pow(d, T-b)) / math.Log(d)
 	}
 	own := map[uint32]float64{}
-	rows, err := g.root.QueryContext(ctx, "SELECT id, time_start, alloc_secs FROM `"+g.c.Name+"_assoc_usage_hour_table` WHERE deleted = 0 AND id_tres = ? AND time_start + 3600 <= ?", TRESBilling, hour)
+	rows, err := g.root.QueryContext(ctx, "SELECT id, time_start, alloc_secs FROM `"+g.c.Name+"_assoc_usage_hour_table` WHERE id_tres = ? AND time_start + 3600 <= ?", TRESBilling, hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,8 @@ func (r *Refresher) sums(ctx context.Context, l Layout, qos map[uint32]QOS, p Pe
 		phaseCol = "MOD(CAST(time_start AS SIGNED) - " + strconv.FormatInt(phase, 10) + ", " + strconv.FormatInt(period, 10) + ")"
 	}
 	sel := "SELECT id, id_tres, " + phaseCol + " AS ph, SUM(alloc_secs * EXP(? * (? - CAST(time_start AS SIGNED)))) FROM " + table
-	where := " deleted = 0 AND time_start >= ? AND time_start < ? AND alloc_secs <= ? GROUP BY id, id_tres, ph"
+	// deleted rows included: see Refresher.hours
+	where := " time_start >= ? AND time_start < ? AND alloc_secs <= ? GROUP BY id, id_tres, ph"
 	var queries []string
 	// below 1000 values: MariaDB turns longer IN lists into a temporary
 	// table and scans

@@ -72,7 +72,10 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 	k.from = from
 	table := c.table("assoc_usage_hour_table")
 	cond, tres := c.tresCond()
-	q := "SELECT id, id_tres, time_start, alloc_secs, deleted, CAST(mod_time AS SIGNED) FROM " + table +
+	// Rows marked deleted stay: slurmdbd marks a removed association's
+	// usage rows deleted (accounting_storage_mysql.c remove_common), while
+	// slurmctld keeps that usage in the parent account (22.05+ leaf_usage).
+	q := "SELECT id, id_tres, time_start, alloc_secs, CAST(mod_time AS SIGNED) FROM " + table +
 		" WHERE " + cond + " AND time_start >= ? AND time_start < ? AND mod_time >= ?"
 	since := k.newest
 	if l.hoursByModTime() {
@@ -80,21 +83,13 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 		// bound the rows on the first read too
 		since = max(since, from)
 	}
-	if k.newest == 0 {
-		q += " AND deleted = 0"
-	}
 	err := c.db.query(ctx, "reading "+table, q, func(sr *sql.Rows) error {
 		var u UsageRow
-		var deleted, mod int64
-		if err := sr.Scan(&u.Assoc, &u.TRES, &u.Start, &u.AllocSecs, &deleted, &mod); err != nil {
+		var mod int64
+		if err := sr.Scan(&u.Assoc, &u.TRES, &u.Start, &u.AllocSecs, &mod); err != nil {
 			return err
 		}
-		key := hourKey{Key{u.Assoc, u.TRES}, u.Start}
-		if deleted != 0 {
-			delete(k.rows, key)
-		} else {
-			k.rows[key] = u
-		}
+		k.rows[hourKey{Key{u.Assoc, u.TRES}, u.Start}] = u
 		k.dirty = true
 		k.newest = max(k.newest, mod)
 		return nil

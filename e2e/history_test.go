@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+)
+
+// TestHistoryFidelity builds the history every production cluster has
+// (jobs; idle; RawUsage=0 on one user; scontrol reconfigure to other
+// PriorityFlags; a slurmctld restart with a job running; an association
+// added while jobs run; a user removed after it had usage; a restart back
+// to Fair Tree) on real Slurm 22.05, and after each event compares the
+// database rebuild (check in database mode, the pass phase from the state
+// file) with slurmctld's RawUsage, association by association, for those
+// holding at least 1% of root's usage (docs/usage.md has the table).
+//
+// What it pins:
+//   - RawUsage=0 is not in the database (sacctmgr sends it to slurmctld
+//     only): the user's ancestors stay off by exactly the user's usage
+//     before the reset, decaying with it; every other association matches.
+//   - a removed user's usage stays with its account in slurmctld, and its
+//     rolled-up rows are marked deleted in the database (read anyway).
+//   - with AccountingStorageEnforce=limits, restarts, reconfigures and
+//     added associations leave every association within 0.5% at a 1-hour
+//     half-life (the stress setting).
+//   - without limits (at a 7-day half-life, a site's), every association
+//     is within 0.1% until slurmctld restarts. A finished job's last
+//     partial period is never charged, and where it ended against the
+//     passes decides how much: a restart starts the passes at a new phase,
+//     so the jobs that ended before it were cut at a phase the state file
+//     no longer holds. Their error stays inside check's bound (the tails'
+//     TailWindow is the whole period for jobs older than slurmctld's
+//     start), not a false alarm.
+//
+// The cluster without limits runs only with SLURMDBD_EXPORTER_HISTORY=all:
+// in one of its four runs (the CI run of 2026-11-24, the machine loaded)
+// slurmctld charged a 128-CPU job one pass less than the rebuild before
+// any event (check flagged it), which is not understood yet (issue 18).
+func TestHistoryFidelity(t *testing.T) {
+	t.Parallel()
+	type variant struct {
+		enforce, halfLife string
+		target            float64 // relative, outside the reset's chain
+		boundOnly         bool    // after a restart, only check's bound holds
+	}
+	variants := []variant{{"associations,limits", "0-01:00:00", 0.005, false}}
+	if os.Getenv("SLURMDBD_EXPORTER_HISTORY") == "all" {
+		// a site's half-life, and no limits: the tails' phase shows
+		variants = append(variants, variant{"associations", "7-00:00:00", 0.001, true})
+	}
+	for _, v := range variants {
+		t.Run(strings.ReplaceAll(v.enforce, ",", "+")+"/"+v.halfLife, func(t *testing.T) {
+			t.Parallel()
+			historyFidelity(t, v.enforce, v.halfLife, v.target, v.boundOnly)
+		})
+	}
+}
+
+func historyFidelity(t *testing.T, enforce, halfLife string, target float64, boundOnly bool) {
+	c := slurmharness.Start(t, slurmharness.Config{Enforce: enforce, HalfLife: halfLife, CPUs: 1024, Extra: []string{"DebugFlags=Priority"}})
+	for _, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
+		c.EnsureUnixUser(u)
+	}
+	c.LoadTree([][]string{
+		{"add", "account", "phys", "parent=root", "fairshare=40"},
+		{"add", "account", "chem", "parent=root", "fairshare=60"},
+		{"add", "account", "bio", "parent=root", "fairshare=parent"},
+		{"add", "user", "alice", "account=phys", "fairshare=1"},
+		{"add", "user", "bob", "account=phys", "fairshare=2"},
+		{"add", "user", "carol", "account=chem", "fairshare=1"},
+		{"add", "user", "dave", "account=chem", "fairshare=0"},
+		{"add", "user", "erin", "account=bio", "fairshare=3"},
+	})
+	dsn := readerDSNFile(t, c)
+	restarted := false
+	// reset is bob's usage when slurmctld reset it, as the database
+	// rebuilds it, decayed to the capture: what his ancestors miss
+	var reset func(at float64) float64
+	capture := func(event string) {
+		t.Helper()
+		code, rep, stderr := checkJSON(t, "--dsn-file", dsn, "--slurm-conf", c.Conf)
+		worst, which, all := fidelityOf(rep, reset, float64(time.Now().Unix()))
+		t.Logf("%s: exit %d %v; worst %.3f%% (%s); %s %s", event, code, rep.Summary.Counts, 100*worst, which, strings.Join(all, ", "), strings.TrimSpace(stderr))
+		switch {
+		case boundOnly && restarted:
+			// raw usage only: the reset moves the factors of bob's
+			// siblings too
+			for _, e := range rep.Associations {
+				if e.Drift != nil && e.Allowed != nil && !onChain(e, "phys", "bob") && math.Abs(float64(e.Drift.RawUsage)) > float64(e.Allowed.RawUsage) {
+					t.Errorf("%s: %s/%s RawUsage %v off, allowed %v: the tails of jobs ended before the restart are outside check's bound", event, e.Account, e.User, e.Drift.RawUsage, e.Allowed.RawUsage)
+				}
+			}
+		case worst > target:
+			t.Errorf("%s: RawUsage rebuilt %.3f%% off slurmctld's on %s (target %.1f%%)", event, 100*worst, which, 100*target)
+		}
+	}
+	idle := func() {
+		t.Helper()
+		c.WaitGone(15 * time.Minute)
+		c.WaitDecayPass()
+	}
+
+	// jobs of every shape: wide, narrow, long, short (ending inside one
+	// pass), a 0-share user and one under a FairShare=parent account
+	for _, j := range []struct {
+		user, acct string
+		cpus, secs int
+	}{
+		{"alice", "phys", 512, 200}, {"bob", "phys", 64, 290}, {"carol", "chem", 256, 150}, {"dave", "chem", 16, 170},
+		{"erin", "bio", 128, 230}, {"bob", "phys", 32, 20}, {"carol", "chem", 8, 35}, {"bob", "phys", 4, 50},
+	} {
+		c.Submit(j.user, j.acct, "", j.cpus, j.secs)
+	}
+	idle()
+	capture("jobs, then idle")
+
+	_, before, _ := checkJSON(t, "--dsn-file", dsn, "--slurm-conf", c.Conf)
+	bob, at := usageOf(before, "phys", "bob"), float64(time.Now().Unix())
+	d := 1 - 0.693/halfLifeSeconds(t, halfLife)
+	reset = func(now float64) float64 { return bob * math.Pow(d, now-at) }
+	c.Sacctmgr("modify", "user", "where", "name=bob", "cluster="+c.Name, "account=phys", "set", "RawUsage=0")
+	c.WaitDecayPass()
+	capture("RawUsage=0 on bob")
+
+	c.Submit("alice", "phys", "", 128, 130)
+	c.Submit("carol", "chem", "", 64, 100)
+	c.SetPriorityFlags("NO_FAIR_TREE")
+	c.MustRun("scontrol", "reconfigure")
+	idle()
+	capture("scontrol reconfigure to NO_FAIR_TREE, jobs")
+
+	c.Submit("erin", "bio", "", 256, 150)
+	time.Sleep(40 * time.Second)
+	c.RestartCtld("NO_FAIR_TREE")
+	restarted = true
+	idle()
+	capture("slurmctld restart, a job running")
+
+	c.Submit("alice", "phys", "", 256, 180)
+	time.Sleep(30 * time.Second)
+	c.LoadTree([][]string{{"add", "user", "frank", "account=chem", "fairshare=2"}})
+	c.Submit("frank", "chem", "", 128, 100)
+	idle()
+	capture("association added while jobs run")
+
+	c.Sacctmgr("remove", "user", "where", "name=erin", "cluster="+c.Name, "account=bio")
+	c.WaitDecayPass()
+	capture("user with usage removed")
+
+	c.RestartCtld("")
+	idle()
+	capture("restart with Fair Tree")
+}
+
+// fidelityOf is the largest relative RawUsage difference between the
+// database rebuild and slurmctld over the associations holding ≥ 1% of
+// root's usage at at, bob's ancestors counted without his reset (reset(at):
+// what they miss; nil: no reset yet).
+func fidelityOf(rep drift.Report, reset func(at float64) float64, at float64) (worst float64, which string, all []string) {
+	var root float64
+	for _, e := range rep.Associations {
+		if e.Depth == 0 && e.Reported != nil {
+			root = float64(e.Reported.RawUsage)
+		}
+	}
+	for _, e := range rep.Associations {
+		if e.Reported == nil || e.Computed == nil {
+			continue
+		}
+		r, d := float64(e.Reported.RawUsage), float64(e.Computed.RawUsage)-float64(e.Reported.RawUsage)
+		if r <= 0 || r < 0.01*root {
+			continue
+		}
+		if reset != nil && onChain(e, "phys", "bob") {
+			d -= reset(at)
+		}
+		rel := math.Abs(d) / r
+		name := e.Account + "/" + e.User
+		all = append(all, fmt.Sprintf("%s %.0f %+.0f (%.3f%%)", name, r, d, 100*rel))
+		if rel > worst {
+			worst, which = rel, name
+		}
+	}
+	return worst, which, all
+}
+
+// onChain: e is the association account/user or one of its ancestors (in
+// this test's tree: the account, root).
+func onChain(e drift.Entry, account, user string) bool {
+	return e.Depth == 0 || e.Account == account && (e.User == "" || e.User == user)
+}
+
+func usageOf(rep drift.Report, account, user string) float64 {
+	for _, e := range rep.Associations {
+		if e.Account == account && e.User == user && e.Computed != nil {
+			return float64(e.Computed.RawUsage)
+		}
+	}
+	return 0
+}
+
+func halfLifeSeconds(t *testing.T, hl string) float64 {
+	t.Helper()
+	var d, h, m, s int
+	if _, err := fmt.Sscanf(hl, "%d-%d:%d:%d", &d, &h, &m, &s); err != nil {
+		t.Fatalf("half-life %q: %v", hl, err)
+	}
+	return float64(((d*24+h)*60+m)*60 + s)
+}
