@@ -24,6 +24,9 @@ type phase struct {
 	// passes is not taken for one
 	passes uint64
 	last   *sshare.Output
+	// settling: slurmctld started since the last pass seen between two
+	// reads of it (drift.Input.Settling)
+	settling bool
 }
 
 // setPeriod follows conf's PriorityCalcPeriod.
@@ -35,18 +38,30 @@ func (p *phase) setPeriod(d time.Duration) {
 
 // observe records a read of the reported side, slurmctld having booted at
 // boot (zero: unknown), and reports whether a pass fell since the read
-// before (drift.PassBetween); a new PriorityCalcPeriod or a restart of
+// before (drift.PassBetween) and whether slurmctld is settling
+// (drift.Input.Settling); a new PriorityCalcPeriod or a restart of
 // slurmctld, which starts its passes at a new phase, starts the inference
 // afresh.
-func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) (pass bool) {
+func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) (pass, settling bool) {
 	e.phase.mu.Lock()
 	defer e.phase.mu.Unlock()
-	pass = e.phase.last != nil && drift.PassBetween(e.phase.last, out)
+	first := e.phase.last == nil
+	pass = !first && drift.PassBetween(e.phase.last, out)
 	e.phase.last = out
 	if pass {
 		e.phase.passes++
 	}
 	restarted := !boot.IsZero() && !e.phase.boot.IsZero() && !boot.Equal(e.phase.boot)
+	switch {
+	case restarted:
+		e.phase.settling = true
+	case first:
+		// the exporter may start with slurmctld: two periods cover its
+		// first pass and the one after
+		e.phase.settling = !boot.IsZero() && start.Sub(boot) < 2*e.phase.period
+	case pass:
+		e.phase.settling = false
+	}
 	if !boot.IsZero() {
 		e.phase.boot = boot
 	}
@@ -56,7 +71,7 @@ func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) (pass
 	if e.phase.t != nil {
 		e.phase.t.Observe(start, end, e.phase.passes)
 	}
-	return pass
+	return pass, e.phase.settling
 }
 
 // inferredPass is slurmctld's last decay pass at or before at as the
