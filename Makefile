@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 LDFLAGS := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
-TESTFLAGS ?= -p 1 -count=1 -timeout 60m
+TESTFLAGS ?= -p 1 -count=1 -timeout 90m
 
 .PHONY: build test test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
 
@@ -31,6 +31,7 @@ bench:
 	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
 	$(GO) test -run '^$$' -bench Publish100k -benchtime 5x ./collector
 	$(GO) test -run '^$$' -bench 'Build|Compare100k' -benchmem -benchtime 20x ./refresh
+	$(GO) test -run '^$$' -bench Recovery -benchtime 2x ./refresh
 	$(MAKE) bench-scale
 
 ## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)

@@ -28,6 +28,10 @@ func configValue(t *testing.T, f *kong.Flag, file string) (raw any, want any) {
 		return 7.0, uint32(7)
 	case float64:
 		return 0.25, 0.25
+	case forecastFlag:
+		return 0.25, forecastFlag{On: true, Threshold: 0.25}
+	case []time.Duration:
+		return "7s,8m", []time.Duration{7 * time.Second, 8 * time.Minute}
 	case []string:
 		return []any{"127.0.0.1:1", "127.0.0.1:2"}, []string{"127.0.0.1:1", "127.0.0.1:2"}
 	case string:

@@ -17,6 +17,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -27,11 +28,13 @@ type explainCmd struct {
 	Cluster  string `help:"Cluster (default: slurm.conf's ClusterName)."`
 	Output   string `default:"table" enum:"table,json" help:"Output format: table or json."`
 	Reported string `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
+	Demo     bool   `help:"Explain the bundled synthetic cluster of serve --demo (accounts a1, a2, ..., users u41, u42, ...): no database or Slurm needed."`
 	atFlag
 	reportedTimeout
 	slurmFlags
 	dsnFlag
 	mauiFlags
+	forecastFlags
 }
 
 func (c *explainCmd) Validate() error {
@@ -41,16 +44,32 @@ func (c *explainCmd) Validate() error {
 	if err := c.reportedTimeout.validate(); err != nil {
 		return err
 	}
+	if err := c.forecastFlags.validate(c.User, c.Job); err != nil {
+		return err
+	}
 	return c.mauiFlags.validate()
+}
+
+// AssocName names an association in explain's JSON.
+type AssocName struct {
+	Account   string `json:"account"`
+	User      string `json:"user,omitempty"`
+	Partition string `json:"partition,omitempty"`
+}
+
+// ClusterAt heads explain's answers: which cluster, as of when, under
+// which algorithm.
+type ClusterAt struct {
+	Cluster   string    `json:"cluster"`
+	At        time.Time `json:"at"`
+	Algorithm string    `json:"algorithm"`
 }
 
 // Level is one association on the path from root to the user.
 type Level struct {
-	Account   string  `json:"account"`
-	User      string  `json:"user,omitempty"`
-	Partition string  `json:"partition,omitempty"`
-	Shares    uint32  `json:"shares"`
-	RawUsage  float64 `json:"raw_usage"`
+	AssocName
+	Shares   uint32  `json:"shares"`
+	RawUsage float64 `json:"raw_usage"`
 	// Per algorithm, as slurmctld computes them.
 	NormShares     map[string]drift.Num `json:"norm_shares"`
 	NormUsage      drift.Num            `json:"norm_usage"`
@@ -61,12 +80,10 @@ type Level struct {
 
 // Explanation answers "why is my priority low?" for one association.
 type Explanation struct {
-	Cluster   string               `json:"cluster"`
-	At        time.Time            `json:"at"`
-	Algorithm string               `json:"algorithm"`
-	Path      []Level              `json:"path"`
-	Factors   map[string]drift.Num `json:"factors"`
-	Reported  *drift.Num           `json:"reported_factor,omitempty"`
+	ClusterAt
+	Path     []Level              `json:"path"`
+	Factors  map[string]drift.Num `json:"factors"`
+	Reported *drift.Num           `json:"reported_factor,omitempty"`
 	// FactorRanges are classic's and Fair Tree's factors over every
 	// moment slurmctld's last decay pass may have fallen at (Phase):
 	// what Slurm reports lies inside.
@@ -74,6 +91,8 @@ type Explanation struct {
 	Phase        drift.Phase             `json:"phase"`
 	Users        int                     `json:"user_associations"`
 	Reason       string                  `json:"reason"`
+	// Forecast is the recovery forecast (--forecast).
+	Forecast *ForecastExplanation `json:"forecast,omitempty"`
 }
 
 func (c *explainCmd) Run(env *runEnv) error {
@@ -82,16 +101,21 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
+	whatIfMode := len(c.WhatIf) > 0
+	if !whatIfMode && (c.User == "") == (c.Job == 0) {
+		return fmt.Errorf("explain: expected --user or --job, one of them")
+	}
+	if c.Demo {
+		demo := &slurmconf.Config{ClusterName: "demo", PriorityType: "priority/multifactor", PriorityCalcPeriod: 5 * time.Minute}
+		return c.explain(env, refresh.DemoExplained(at, refresh.DemoAssociations), demo, at)
+	}
 	set, err := setup(env.log, &c.dsnFlag, &c.slurmFlags)
 	if err != nil {
 		return err
 	}
-	if (c.User == "") == (c.Job == 0) {
-		return fmt.Errorf("explain: expected --user or --job, one of them")
-	}
 	conf, name := set.conf, set.cluster(c.Cluster)
 	var out *sshare.Output
-	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName {
+	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName && !whatIfMode {
 		sctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
 		out, err = sshare.Run(sctx, c.SlurmConf)
 		cancel()
@@ -105,12 +129,33 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if out != nil {
 		e.BootTime = c.bootTime(c.SlurmConf)
 	}
+	if c.Forecast.On {
+		e.ForecastWindow = c.ForecastWindow
+	}
 	in, err := e.Once(ctx, name, at)
 	if err != nil {
 		return err
 	}
 	if out != nil {
 		in.Report = &refresh.Report{Out: out, At: at}
+	}
+	return c.explain(env, in, conf, at)
+}
+
+// explain answers for the cluster's inputs: what-if shares, a job or a
+// user.
+func (c *explainCmd) explain(env *runEnv, in *refresh.Inputs, conf *slurmconf.Config, at time.Time) error {
+	if len(c.WhatIf) > 0 {
+		changes, _ := c.shareChanges() // checked by Validate
+		x, err := whatIf(in, changes, c.WhatIf, c.User)
+		if err != nil {
+			return err
+		}
+		if c.Output == "json" {
+			return writeJSON(env.stdout, x)
+		}
+		x.writeTable(env.stdout)
+		return nil
 	}
 	in.Ranges = true
 	cl, err := refresh.Build(in)
@@ -125,6 +170,14 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if err != nil {
 		return err
 	}
+	if c.Forecast.On {
+		for k := range exps {
+			i := treeIndex(in.Tree, exps[k].Path[len(exps[k].Path)-1])
+			if exps[k].Forecast, err = forecast(in, i, c.User, c.Forecast.Threshold, c.ForecastAt...); err != nil {
+				return err
+			}
+		}
+	}
 	if c.Output == "json" {
 		return writeJSON(env.stdout, exps)
 	}
@@ -132,6 +185,16 @@ func (c *explainCmd) Run(env *runEnv) error {
 		x.writeTable(env.stdout)
 	}
 	return nil
+}
+
+// treeIndex is the tree association a path's last level is.
+func treeIndex(t *fairshare.Tree, l Level) int {
+	for i := range t.Len() {
+		if a := t.Association(i); a.Account == l.Account && a.User == l.User && a.Partition == l.Partition {
+			return i
+		}
+	}
+	return -1
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -165,7 +228,7 @@ func explain(cl result.Cluster, at time.Time, user, account string, phase drift.
 				break
 			}
 		}
-		x := Explanation{Cluster: cl.Name, At: at, Algorithm: string(cl.Algorithm), Users: users, Factors: map[string]drift.Num{
+		x := Explanation{ClusterAt: ClusterAt{cl.Name, at, string(cl.Algorithm)}, Users: users, Factors: map[string]drift.Num{
 			"classic": drift.Num(a.Classic.FairShare), "fair_tree": drift.Num(a.FairTree.FairShare),
 			"ticket_based": drift.Num(a.TicketBased), "maui": drift.Num(a.Maui),
 		}}
@@ -181,7 +244,7 @@ func explain(cl result.Cluster, at time.Time, user, account string, phase drift.
 			}
 		}
 		for _, p := range path {
-			x.Path = append(x.Path, Level{Account: p.Account, User: p.User, Partition: p.Partition, Shares: p.Shares, RawUsage: p.RawUsage,
+			x.Path = append(x.Path, Level{AssocName: AssocName{p.Account, p.User, p.Partition}, Shares: p.Shares, RawUsage: p.RawUsage,
 				NormShares:     map[string]drift.Num{"classic": drift.Num(p.Classic.NormShares), "fair_tree": drift.Num(p.FairTree.NormShares)},
 				NormUsage:      drift.Num(p.Classic.NormUsage),
 				EffectiveUsage: map[string]drift.Num{"classic": drift.Num(p.Classic.EffectiveUsage), "fair_tree": drift.Num(p.FairTree.EffectiveUsage)},
@@ -286,6 +349,9 @@ func (x Explanation) writeTable(w io.Writer) {
 		fmt.Fprintf(w, "\n%s: classic %s, fair_tree %s", x.Phase.Describe(), numRange(c), numRange(f))
 	}
 	fmt.Fprintf(w, "\n%s\n\n", term(x.Reason))
+	if x.Forecast != nil {
+		x.Forecast.writeTable(w)
+	}
 }
 
 // num prints a value as the table shows it: - for blank, inf, %.6f.

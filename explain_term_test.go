@@ -15,9 +15,9 @@ import (
 // as a Go escape, never sent to the terminal as it is.
 func TestExplainTableEscapesNames(t *testing.T) {
 	nan := drift.Num(0)
-	x := Explanation{Cluster: "c\x1b]0;owned\x07", Path: []Level{
-		{Account: "root"},
-		{Account: "phys\x1b[2J", User: "al\rice\n", Partition: "p\x9b1m", NormUsage: nan},
+	x := Explanation{ClusterAt: ClusterAt{Cluster: "c\x1b]0;owned\x07"}, Path: []Level{
+		{AssocName: AssocName{Account: "root"}},
+		{AssocName: AssocName{Account: "phys\x1b[2J", User: "al\rice\n", Partition: "p\x9b1m"}, NormUsage: nan},
 	}, Reason: "held down by phys\x1b[2J"}
 	var b bytes.Buffer
 	x.writeTable(&b)

@@ -68,11 +68,13 @@ type serveCmd struct {
 
 	FormulaTolerance float64 `name:"drift.formula-tolerance" default:"1e-4" help:"Formula drift allowed on top of print precision (absolute)."`
 
-	Users           bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
-	AccountInclude  string `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
-	AccountExclude  string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
-	Extended        bool   `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
-	MaxAssociations int    `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
+	Users            bool          `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
+	AccountInclude   string        `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
+	AccountExclude   string        `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
+	Extended         bool          `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
+	ForecastWindow   time.Duration `name:"forecast.window" default:"168h" help:"With --collector.extended: the rolled-up usage whose rate the recovery forecast assumes the others keep (docs/forecast.md)."`
+	ForecastInterval time.Duration `name:"forecast.interval" default:"4h" help:"With --collector.extended: recompute slurmdbd_fairshare_recovery_seconds this often, a forecast of every user (0: off), or less often where it costs more than 20% of the refreshes in between; the last one is served in between, with its moment."`
+	MaxAssociations  int           `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
 
 	Demo             bool `help:"Serve a bundled synthetic cluster: no database or Slurm needed."`
 	DemoAssociations int  `name:"demo.associations" default:"${demo_size}" help:"Associations in the --demo cluster."`
@@ -87,6 +89,9 @@ func (s *serveCmd) Validate() error {
 	}
 	if err := s.dsnFlag.validate(); err != nil {
 		return err
+	}
+	if s.ForecastWindow <= 0 || s.ForecastInterval < 0 {
+		return fmt.Errorf("--forecast.window %v, --forecast.interval %v: expected a positive duration such as 168h and a duration >= 0", s.ForecastWindow, s.ForecastInterval)
 	}
 	if s.ReportedInterval < 0 || s.ReportedStale < 1 {
 		return fmt.Errorf("--reported.interval %v, --reported.stale-intervals %d: expected a duration >= 0 and a count >= 1", s.ReportedInterval, s.ReportedStale)
@@ -261,6 +266,9 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 		AllTRES:      s.Extended,
 		StoragePath:  s.StoragePath,
 		Collector:    col, Log: log,
+	}
+	if s.Extended {
+		e.ForecastWindow, e.RecoveryInterval = s.ForecastWindow, s.ForecastInterval
 	}
 	switch s.ReportedSource {
 	case "sshare":

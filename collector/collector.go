@@ -90,6 +90,10 @@ var (
 		"slurm_cluster", "algorithm", "priority_flags", "half_life_seconds", "calc_period_seconds", "dampening_factor", "reset_period")
 	descAlgorithm = desc("fairshare", "algorithm_mismatch", "1 when the algorithm slurmctld applies, inferred from the reported values (a LevelFS column, shares normalized among siblings or globally), differs from slurm.conf's; absent when no report is fresh.",
 		"slurm_cluster", "configured", "applied")
+	descRecovery = desc("fairshare", "recovery_seconds", "Seconds from fairshare_recovery_computed_timestamp_seconds until the user association's factor reaches its fair level (threshold=fair_level) if it submits nothing new, the others keep their rate of the last --forecast.window of rollups and running jobs run to their time limit (docs/forecast.md): 0 when at or above it, +Inf beyond 30 days; as of its last computation.",
+		with("threshold")...)
+	descRecoveryComputed = desc("fairshare", "recovery_computed_timestamp_seconds", "When fairshare_recovery_seconds was last computed (unix seconds; every --forecast.interval): the values are as of then.",
+		"slurm_cluster")
 	descRollupLag = desc("fairshare", "rollup_lag_seconds", "Seconds from the last hourly rollup (last_ran_table) to the moment the values are computed for; NaN, which never alarms, before a cluster's first rollup.",
 		"slurm_cluster")
 	descComputed = desc("fairshare", "computed_timestamp_seconds", "The moment the cluster's database values are computed for (unix seconds).",
@@ -312,6 +316,7 @@ func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 		set(descFactor, a.TicketBased, "ticket_based")
 		set(descFactor, a.Maui, "maui")
 		set(descUncharged, a.Uncharged)
+		set(descRecovery, a.Recovery, "fair_level")
 	}
 }
 
@@ -386,6 +391,9 @@ func collectCluster(cl *result.Cluster, gauge gaugeFunc) {
 	}
 	gauge(descRollupLag, lag, cl.Name)
 	gauge(descComputed, seconds(cl.Computed), cl.Name)
+	if !cl.RecoveryComputed.IsZero() {
+		gauge(descRecoveryComputed, seconds(cl.RecoveryComputed), cl.Name)
+	}
 	gauge(descDropped, float64(cl.Dropped), cl.Name)
 	if cl.Pending == nil {
 		return

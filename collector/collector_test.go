@@ -3,6 +3,7 @@ package collector_test
 import (
 	"flag"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -362,5 +363,45 @@ func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
 	}
 	if !strings.Contains(body, "own_gatherings 2\n") || !strings.Contains(body, "slurmdbd_exporter_snapshot_age_seconds ") || !strings.Contains(body, "slurmdbd_fairshare_shares{") {
 		t.Errorf("scrape lacks its own metrics, the ages or the snapshot:\n%.2000s", body)
+	}
+}
+
+// TestRecoveryMetric: recovery_seconds only under --collector.extended,
+// one series per user association that has a value (+Inf rendered as
+// such), with the moment of its computation.
+func TestRecoveryMetric(t *testing.T) {
+	snap := refresh.Demo(time.Unix(1_800_000_000, 0), 50)
+	cl := &snap.Clusters[0]
+	cl.RecoveryComputed = time.Unix(1_799_996_400, 0)
+	want := 0
+	for i := range cl.Assocs {
+		a := &cl.Assocs[i]
+		a.Recovery = math.NaN()
+		if a.User != "" {
+			a.Recovery = []float64{0, 3600, math.Inf(1)}[want%3]
+			want++
+		}
+	}
+	_, def := publishedText(t, snap, false)
+	if strings.Contains(def, "\nslurmdbd_fairshare_recovery_seconds{") {
+		t.Error("recovery series without --collector.extended")
+	}
+	_, ext := publishedText(t, snap, true)
+	got, inf := 0, 0
+	ts := false
+	for _, l := range strings.Split(ext, "\n") {
+		if strings.HasPrefix(l, "slurmdbd_fairshare_recovery_seconds{") && strings.Contains(l, `threshold="fair_level"`) {
+			got++
+			if strings.HasSuffix(l, "} +Inf") {
+				inf++
+			}
+		}
+		ts = ts || strings.HasPrefix(l, "slurmdbd_fairshare_recovery_computed_timestamp_seconds{slurm_cluster=\""+cl.Name+"\"} 1.7999964e+09")
+	}
+	if got != want || inf != want/3 {
+		t.Errorf("%d recovery series (%d +Inf), expected one per user (%d, %d +Inf)", got, inf, want, want/3)
+	}
+	if !ts {
+		t.Error("no recovery_computed_timestamp_seconds of the cluster")
 	}
 }

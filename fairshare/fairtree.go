@@ -13,12 +13,18 @@ import (
 // Blank (NaN) where sshare prints nothing: root's NormUsage, LevelFS and
 // FairShare, accounts' FairShare, and LevelFS of FairShare=parent rows.
 func (t *Tree) FairTree() []Values {
+	out, level := t.fairTreeLevels(t.raw)
+	t.rankFairTree(out, level)
+	return out
+}
+
+// fairTreeLevels is FairTree before the ranking, with usage raw (indexed
+// like t): the values, and level, _calc_assoc_fs's level_fs, which ranks
+// but is not always printed.
+func (t *Tree) fairTreeLevels(raw []float64) (out []Values, level []float64) {
 	n := len(t.raw)
-	out := make([]Values, n)
-	// level is _calc_assoc_fs's level_fs, which ranks but is not always
-	// printed.
-	level := make([]float64, n)
-	raw := t.raw
+	out = make([]Values, n)
+	level = make([]float64, n)
 	rootRaw := raw[t.root]
 	for i := range out {
 		v := &out[i]
@@ -50,22 +56,30 @@ func (t *Tree) FairTree() []Values {
 		if raw[p] != 0 {
 			v.EffectiveUsage = raw[i] / raw[p]
 		}
-		// _calc_assoc_fs
-		switch {
-		case t.kind[i] == kindParent|kindUser:
-			level[i] = math.Inf(1)
-		case t.kind[i] == kindParent:
-			level[i] = noVal
-		case v.NormShares == 0:
-			level[i] = 0
-			v.LevelFS = 0
-		default:
-			level[i] = v.NormShares / v.EffectiveUsage // +Inf at zero usage, as in Slurm
+		level[i] = t.levelFS(int32(i), v.NormShares, raw[i], raw[p])
+		if !t.usesParent(int32(i)) {
 			v.LevelFS = level[i]
 		}
 	}
-	t.rankFairTree(out, level)
-	return out
+	return out, level
+}
+
+// levelFS is _calc_assoc_fs's level_fs of association i (not root) with
+// NormShares ns, usage raw and its fs parent's usage rawP.
+func (t *Tree) levelFS(i int32, ns, raw, rawP float64) float64 {
+	switch {
+	case t.kind[i] == kindParent|kindUser:
+		return math.Inf(1)
+	case t.kind[i] == kindParent:
+		return noVal
+	case ns == 0:
+		return 0
+	}
+	ue := 0.0 // _ft_set_assoc_usage_efctv
+	if rawP != 0 {
+		ue = raw / rawP
+	}
+	return ns / ue // +Inf at zero usage, as in Slurm
 }
 
 // rankFairTree is _apply_priority_fs/_calc_tree_fs (fair_tree.c): a
@@ -148,16 +162,7 @@ func (t *Tree) rankFairTree(out []Values, level []float64) {
 // Exact ties keep their own range (RankMin/RankMax), which is included.
 func (t *Tree) RankIntervals(vals []Values, lfsErr []float64) (lo, hi []int32) {
 	n := len(t.assocs)
-	count := make([]int32, n) // users in the walk's subtree
-	for k := len(t.order) - 1; k >= 0; k-- {
-		i := t.order[k]
-		if t.isUser(i) {
-			count[i]++
-		}
-		if i != t.root {
-			count[t.fsParent[i]] += count[i]
-		}
-	}
+	count := t.walkUsers()
 	low, high := make([]float64, n), make([]float64, n)
 	for i := range n {
 		l, e := vals[i].LevelFS, lfsErr[i]
@@ -257,4 +262,20 @@ func suffixUsers(sorted []rankEdge) []int32 {
 		s[k] = s[k+1] + sorted[k].users
 	}
 	return s
+}
+
+// walkUsers is the number of users in each association's subtree of the
+// ranking walk (over fs parents).
+func (t *Tree) walkUsers() []int32 {
+	count := make([]int32, len(t.assocs))
+	for k := len(t.order) - 1; k >= 0; k-- {
+		i := t.order[k]
+		if t.isUser(i) {
+			count[i]++
+		}
+		if i != t.root {
+			count[t.fsParent[i]] += count[i]
+		}
+	}
+	return count
 }

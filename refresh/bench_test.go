@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -64,6 +65,56 @@ func BenchmarkCompare100k(b *testing.B) {
 		in.Report.Memo = &ReportMemo{}
 		if _, err := memoCompare(in); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRecovery is the recovery metric's computation (every user's
+// time to its fair level under its own default assumption) at 11k and
+// 100k associations, both algorithms: a rate for every other user, a
+// running job for one in ten (committed: their jobs above their rate).
+func BenchmarkRecovery(b *testing.B) {
+	for _, n := range []int{11112, 100000} {
+		in := demoInputs(time.Unix(1700000000, 0), n)
+		root := in.Tree.Association(in.Tree.Root()).RawUsage
+		in.ForecastRate = make([]float64, in.Tree.Len())
+		for i := range in.ForecastRate {
+			a := in.Tree.Association(i)
+			if a.IsUser() && i%2 == 0 {
+				in.ForecastRate[i] = root / 86400 / float64(n)
+			}
+			if i%10 == 0 && a.IsUser() {
+				in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: root / 86400 / float64(n), Start: 1699990000, End: 1700100000})
+			}
+		}
+		// committed: the same jobs at three times the rate, ending each
+		// hour of the next 10 days, so that the others' running jobs
+		// commit more than their rate and every user's runs break at
+		// 240 step ends
+		committed := slices.Clone(in.ForecastJobs)
+		for k := range committed {
+			committed[k].Billing *= 3
+			committed[k].End = 1700000000 + float64(k%240+1)*3600
+		}
+		plain := in.ForecastJobs
+		for _, jobs := range []string{"", "/committed"} {
+			if jobs != "" && n > 11112 {
+				continue // minutes under Fair Tree: docs/performance.md
+			}
+			in.ForecastJobs = plain
+			if jobs != "" {
+				in.ForecastJobs = committed
+			}
+			for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmClassic, fairshare.AlgorithmFairTree} {
+				in.Settings.Algorithm = alg
+				b.Run(fmt.Sprintf("%d/%s%s", n, alg, jobs), func(b *testing.B) {
+					for b.Loop() {
+						if _, err := in.ComputeRecovery(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -37,6 +37,8 @@ type Report struct {
 	// decay pass seen (drift.Input.PassRaw; nil: none or this one).
 	PassRaw map[drift.Key]float64
 	PassGap time.Duration
+	// Settling: drift.Input.Settling
+	Settling bool
 	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is), with
 	// what is known of the pass it stands at (nil DB: Inputs' own).
 	DB    *fairshare.Tree
@@ -107,6 +109,14 @@ type Inputs struct {
 	// Memo, kept per cluster across refreshes (nil: none), saves
 	// computing the same associations again.
 	Memo *BuildMemo
+	// ForecastJobs are the jobs running at Computed, ForecastRate each
+	// association's own usage rate over the last ForecastWindow (billing
+	// per second); nil unless Exporter.ForecastWindow asked for them.
+	ForecastJobs   []fairshare.RunningJob
+	ForecastRate   []float64
+	ForecastWindow time.Duration
+	// Recovery is the last computation of ComputeRecovery (nil: none).
+	Recovery *result.Recovery
 	// Ranges asks Build for each factor's range over the possible pass
 	// moments (result.Association.Range, result.Job.Range): explain.
 	Ranges bool
@@ -141,6 +151,9 @@ func Build(in *Inputs) (result.Cluster, error) {
 	m.keep(in, rc)
 	cl.Assocs, cl.TRESNames = m.assocs, m.tresNames
 	cl.Jobs, cl.Pending = jobPriorities(in, m.assocs)
+	if in.Recovery != nil {
+		cl.RecoveryComputed = in.Recovery.Computed
+	}
 	if in.Priorities != nil {
 		cl.Weights = in.Priorities.Config.Weights
 	}
@@ -163,6 +176,7 @@ type BuildMemo struct {
 	maui      fairshare.MauiConfig
 	rc        *drift.Comparison
 	ranges    bool
+	recovery  *result.Recovery
 
 	assocs    []result.Association
 	tresNames []string
@@ -170,7 +184,7 @@ type BuildMemo struct {
 
 // holds reports whether m's values are those of in and rc.
 func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
-	return m.assocs != nil && m.rc == rc && m.ranges == in.Ranges && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
+	return m.assocs != nil && m.rc == rc && m.ranges == in.Ranges && m.recovery == in.Recovery && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
 		maps.EqualFunc(m.tres, in.TRES, slices.Equal) && slices.Equal(m.uncharged, in.Uncharged) &&
 		slices.Equal(m.pending, in.Pending) && slices.Equal(m.mauiUsage, in.MauiUsage)
 }
@@ -178,8 +192,8 @@ func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
 // keep records in and rc as what m's values are of: the newest equal
 // inputs, so that the memo holds no older generation alive.
 func (m *BuildMemo) keep(in *Inputs, rc *drift.Comparison) {
-	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc, m.ranges =
-		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc, in.Ranges
+	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc, m.ranges, m.recovery =
+		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc, in.Ranges, in.Recovery
 }
 
 // buildAssocs computes every association's published values.
@@ -213,7 +227,12 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 			o.Parent = t.Association(a.Parent).Account
 		}
 		o.Classic, o.FairTree = classic[i], ft[i]
-		o.TicketBased, o.Maui, o.Uncharged = math.NaN(), math.NaN(), math.NaN()
+		o.TicketBased, o.Maui, o.Uncharged, o.Recovery = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+		if in.Recovery != nil {
+			if s, ok := in.Recovery.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}]; ok {
+				o.Recovery = s
+			}
+		}
 		o.ReportedFactor, o.ReportedUsage = math.NaN(), math.NaN()
 		if ticket != nil {
 			o.TicketBased = ticket[i].FairShare
@@ -243,6 +262,60 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 	return assocs, tresNames
 }
 
+// Forecast is the recovery forecast of the inputs: their tree, settings
+// and passes, with the running jobs and rates read for it.
+func (in *Inputs) Forecast() fairshare.Forecast {
+	return fairshare.Forecast{Tree: in.Tree, Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Passes: in.Passes,
+		At: float64(in.Computed.UnixNano()) / 1e9, Jobs: in.ForecastJobs, Rate: in.ForecastRate}
+}
+
+// The recovery forecast looks this far ahead, sampling every
+// RecoveryStep (bisection finds the pass in between): explain --forecast
+// and the recovery metric alike.
+const (
+	RecoveryHorizon = 30 * 24 * time.Hour
+	RecoveryStep    = time.Hour
+)
+
+// ComputeRecovery is every user association's time to its fair level
+// under its own default assumption (fairshare.Forecast.Recovery): the
+// recovery metric. Under Fair Tree a user without usage is at or above
+// its fair level (LevelFS +Inf), whatever rank the ties of idle
+// associations give it.
+func (in *Inputs) ComputeRecovery() (*result.Recovery, error) {
+	f := in.Forecast()
+	t := in.Tree
+	var users []int
+	for i := range t.Len() {
+		if a := t.Association(i); a.IsUser() {
+			users = append(users, i)
+		}
+	}
+	thr, err := t.FairLevels(users, f.Algorithm, f.Dampening)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := f.Recovery(users, thr, RecoveryHorizon.Seconds(), RecoveryStep.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	r := &result.Recovery{Computed: in.Computed, Seconds: make(map[result.AssocKey]float64, len(users))}
+	for k, i := range users {
+		c, a := cs[k], t.Association(i)
+		s := math.Inf(1)
+		switch {
+		case math.IsNaN(c.Values.FairShare):
+			continue
+		case !c.Rising || (f.Algorithm == fairshare.AlgorithmFairTree && c.Values.RawUsage == 0):
+			s = 0
+		case c.Found:
+			s = c.At - f.At
+		}
+		r.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}] = s
+	}
+	return r, nil
+}
+
 // memoCompare is drift.CompareReport of the inputs' report, computed once
 // per report and inputs.
 func memoCompare(in *Inputs) (*drift.Comparison, error) {
@@ -256,7 +329,7 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass}, false)
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass, Settling: in.Report.Settling}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}

@@ -188,3 +188,27 @@ func sumSubtrees(assocs []fairshare.Association) {
 		assocs[assocs[i].Parent].RawUsage += assocs[i].RawUsage
 	}
 }
+
+// DemoExplained is the demo cluster as explain sees it (explain --demo),
+// with what the recovery forecast assumes: each user keeps the usage rate
+// that holds its decayed usage where it stands (usage·ln2/HalfLife: what
+// a steady user charges), and one user in ten has a 64-billing job running
+// for another six hours.
+func DemoExplained(now time.Time, n int) *Inputs {
+	in := demoInputs(now, n)
+	t := in.Tree
+	in.ForecastWindow = 7 * 24 * time.Hour
+	in.ForecastRate = make([]float64, t.Len())
+	at := float64(now.Unix())
+	for i := range t.Len() {
+		a := t.Association(i)
+		if !a.IsUser() {
+			continue
+		}
+		in.ForecastRate[i] = a.RawUsage * math.Ln2 / in.Passes.HalfLife
+		if i%10 == 0 {
+			in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: 64, Start: at - 3600, End: at + 6*3600})
+		}
+	}
+	return in
+}

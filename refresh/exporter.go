@@ -39,6 +39,7 @@ const (
 	StageReported = "reported" // sshare or slurmrestd
 	StageBuild    = "build"    // algorithms and drift
 	StagePublish  = "publish"  // rendering the exposition
+	StageForecast = "forecast" // the recovery metric's inputs and forecast
 )
 
 // Exporter reads the sources on its own schedule and publishes snapshots
@@ -85,6 +86,14 @@ type Exporter struct {
 	// StoragePath is a directory to keep each cluster's frozen usage in
 	// across restarts ("": none).
 	StoragePath string
+	// ForecastWindow reads what the recovery forecast assumes (0: off):
+	// the running jobs and each association's usage rate over this much
+	// rolled-up time (Inputs.Forecast).
+	ForecastWindow time.Duration
+	// RecoveryInterval computes the recovery metric (Inputs.ComputeRecovery)
+	// at most this often, with ForecastWindow (0: off); the last good one
+	// is served in between, with its moment.
+	RecoveryInterval time.Duration
 
 	now   func() time.Time
 	db    *slurmdbd.DB
@@ -103,6 +112,9 @@ type Exporter struct {
 	dropped map[string]int
 	// warned: each cluster's data problems at its last refresh
 	warned map[string]map[string]bool
+	// recoveries hands the recovery metric's computations back to Run's
+	// loop (nil: computed in the refresh)
+	recoveries chan recoveryResult
 }
 
 type clusterState struct {
@@ -121,6 +133,12 @@ type clusterState struct {
 	maui       []float64
 	// savedFreezes is ref.Freezes when it was last saved.
 	savedFreezes int
+	recovery     *result.Recovery
+	// recovering: a computation of the recovery metric is under way
+	recovering bool
+	// refreshTook is the last refresh's cost (database and extras), and
+	// recoveryTook the last recovery computation's: recoveryEvery
+	refreshTook, recoveryTook time.Duration
 }
 
 type reportState struct {
@@ -136,6 +154,8 @@ type reportState struct {
 	passGap time.Duration
 	start   time.Time // of the read
 	memo    *ReportMemo
+	// settling: drift.Input.Settling
+	settling bool
 }
 
 // Ready reports whether the computation of a good database refresh has
@@ -146,7 +166,7 @@ type reportResult struct {
 	out *sshare.Output
 	raw map[drift.Key]float64 // out's RawUsage
 	// pass: slurmctld ran a decay pass since the read before
-	pass bool
+	pass, settling bool
 	// at is the middle of the read, from start to end
 	at, start, end time.Time
 	boot           time.Time
@@ -165,6 +185,7 @@ func (e *Exporter) Run(ctx context.Context) {
 	e.sources = map[string]result.Source{"db": {}}
 	e.stages = map[string]result.Stage{}
 	reports := make(chan reportResult)
+	e.recoveries = make(chan recoveryResult)
 	if e.Report != nil {
 		e.sources["reported"] = result.Source{}
 	}
@@ -193,6 +214,8 @@ func (e *Exporter) Run(ctx context.Context) {
 				stale.Reset(e.report.at.Add(e.StaleAfter).Sub(e.now()) + time.Second)
 			}
 		case <-stale.C:
+		case r := <-e.recoveries:
+			e.recovered(r)
 		}
 		e.publish()
 	}
@@ -218,7 +241,7 @@ func (e *Exporter) reportLoop(ctx context.Context, out chan<- reportResult) {
 		r.at, r.start, r.end, r.took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
 		if r.err == nil {
 			r.raw = drift.RawByKey(r.out)
-			r.pass = e.observe(t0, t1, r.boot, r.out)
+			r.pass, r.settling = e.observe(t0, t1, r.boot, r.out)
 		}
 		select {
 		case out <- r:
@@ -263,7 +286,7 @@ func (e *Exporter) onReport(ctx context.Context, r reportResult) {
 	}
 	r.out.FillMissingFactor(float64(e.Conf.FairShareDampeningFactor))
 	raw := r.raw
-	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}, start: r.start}
+	rs := &reportState{out: r.out, at: r.at, raw: raw, memo: &ReportMemo{}, start: r.start, settling: r.settling}
 	if p := e.report; p != nil {
 		// the last report whose usage differs came before slurmctld's
 		// last decay pass: usage changes at passes (and at job ends
@@ -329,7 +352,7 @@ func (e *Exporter) freshReport() *Report {
 	if e.reportStale() || r.at.Before(e.settingsAt) {
 		return nil
 	}
-	rep := &Report{Out: r.out, At: r.at, Memo: r.memo}
+	rep := &Report{Out: r.out, At: r.at, Memo: r.memo, Settling: r.settling}
 	if r.prevRaw != nil && r.at.Sub(r.prevAt) <= 3*e.Conf.PriorityCalcPeriod {
 		rep.PrevRaw = r.prevRaw
 	}
@@ -422,8 +445,90 @@ func (e *Exporter) refreshCluster(ctx context.Context, name string, cs *clusterS
 	if err != nil {
 		e.Log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
 	}
+	cs.refreshTook = e.now().Sub(t0)
+	e.recover(ctx, cs, in)
 	cs.last = in
 	return nil
+}
+
+// RecoveryBudget is the most the recovery metric may cost, amortized over
+// the refreshes between two computations, as a share of a steady refresh.
+const RecoveryBudget = 0.2
+
+// recoveryEvery is how often the recovery metric is computed: every
+// RecoveryInterval, or less often when its last computation cost more
+// than RecoveryBudget of the refreshes in between (under Fair Tree, users
+// whose runs break at many job ends: docs/performance.md).
+func (e *Exporter) recoveryEvery(cs *clusterState) time.Duration {
+	every := e.RecoveryInterval
+	if cs.refreshTook > 0 && e.Interval > 0 {
+		refreshes := float64(cs.recoveryTook) / (RecoveryBudget * float64(cs.refreshTook))
+		every = max(every, time.Duration(refreshes*float64(e.Interval)))
+	}
+	return every
+}
+
+// recover starts the recovery metric's computation when the last is
+// recoveryEvery old and none is under way: its inputs are read here,
+// the forecast of every user runs off the refresh loop (at 100k
+// associations under Fair Tree it takes seconds, docs/performance.md)
+// and comes back through e.recoveries (recovered). Without Run's loop
+// (a test calling refreshAll) it runs here.
+func (e *Exporter) recover(ctx context.Context, cs *clusterState, in *Inputs) {
+	if e.RecoveryInterval <= 0 || e.ForecastWindow <= 0 || cs.recovering {
+		return
+	}
+	if r := cs.recovery; r != nil && in.Computed.Sub(r.Computed) < e.recoveryEvery(cs) {
+		return
+	}
+	t0 := e.now()
+	if err := e.forecastInputs(ctx, cs.ref.Cluster, in); err != nil {
+		e.recovered(recoveryResult{name: in.Name, took: e.now().Sub(t0), err: err})
+		return
+	}
+	read := e.now().Sub(t0)
+	c := *in // the loop's next refresh makes new inputs: this one stays as it is
+	compute := func() recoveryResult {
+		t1 := time.Now()
+		r, err := c.ComputeRecovery()
+		return recoveryResult{name: c.Name, r: r, err: err, took: read + time.Since(t1)}
+	}
+	if e.recoveries == nil {
+		e.recovered(compute())
+		return
+	}
+	cs.recovering = true
+	go func() {
+		r := compute()
+		select {
+		case e.recoveries <- r:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+type recoveryResult struct {
+	name string
+	r    *result.Recovery
+	err  error
+	took time.Duration
+}
+
+// recovered keeps a computation of the recovery metric; a failure keeps
+// the last one.
+func (e *Exporter) recovered(r recoveryResult) {
+	e.stage(StageForecast, r.took, r.err)
+	cs := e.clusters[r.name]
+	if cs != nil {
+		cs.recovering, cs.recoveryTook = false, r.took
+	}
+	if r.err != nil {
+		e.Log.Warn().Err(r.err).Str("slurm_cluster", r.name).Msg("recovery forecast: serving the last one")
+		return
+	}
+	if cs != nil {
+		cs.recovery = r.r
+	}
 }
 
 func (e *Exporter) closeDB() {
@@ -580,6 +685,53 @@ func (e *Exporter) extras(ctx context.Context, c slurmdbd.Cluster, cs *clusterSt
 	return nil
 }
 
+// forecastInputs reads what the recovery forecast assumes of the future:
+// the jobs running at in.Computed, each until its time limit, and every
+// association's own usage rate over the last ForecastWindow of rolled-up
+// hours (the hours after the last rollup are not in the tables yet).
+// Jobs and usage of associations outside the tree (removed users) are
+// left out.
+func (e *Exporter) forecastInputs(ctx context.Context, c slurmdbd.Cluster, in *Inputs) error {
+	index := make(map[uint32]int, len(in.assocIDs))
+	for i, id := range in.assocIDs {
+		index[id] = i
+	}
+	jobs, problems, err := c.RunningJobs(ctx, in.Computed)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		e.Log.Warn().Err(problems[0]).Int("jobs", len(problems)).Msg("running jobs left out of the forecast")
+	}
+	in.ForecastJobs = in.ForecastJobs[:0]
+	for _, j := range jobs {
+		i, ok := index[j.Assoc]
+		if !ok {
+			continue
+		}
+		end := math.Inf(1)
+		if j.LimitEnd > 0 {
+			end = float64(j.LimitEnd)
+		}
+		in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: j.Billing, Start: float64(j.Start), End: end})
+	}
+	in.ForecastRate = make([]float64, len(in.assocIDs))
+	in.ForecastWindow = e.ForecastWindow
+	if in.LastRollup.IsZero() {
+		return nil
+	}
+	used, err := c.BillingUsage(ctx, in.LastRollup.Add(-e.ForecastWindow), in.LastRollup)
+	if err != nil {
+		return err
+	}
+	for id, v := range used {
+		if i, ok := index[id]; ok {
+			in.ForecastRate[i] += v / e.ForecastWindow.Seconds()
+		}
+	}
+	return nil
+}
+
 // mauiUsage is each association's share of the cluster's windowed usage:
 // a user's own, an account's summed over its subtree.
 func mauiUsage(t *fairshare.Tree, ids []uint32, windows map[uint32][]float64, c fairshare.MauiConfig) []float64 {
@@ -662,6 +814,11 @@ func (e *Exporter) Once(ctx context.Context, name string, at time.Time) (*Inputs
 	if err := e.extras(ctx, ref.Cluster, &clusterState{}, in); err != nil {
 		e.Log.Warn().Err(err).Msg("pending jobs or Maui windows")
 	}
+	if e.ForecastWindow > 0 {
+		if err := e.forecastInputs(ctx, ref.Cluster, in); err != nil {
+			return nil, err
+		}
+	}
 	return in, nil
 }
 
@@ -684,7 +841,7 @@ func (e *Exporter) publish() {
 			continue
 		}
 		in := *cs.last
-		in.Memo = &cs.memo
+		in.Memo, in.Recovery = &cs.memo, cs.recovery
 		if name == e.Conf.ClusterName && rep != nil && cs.reportFor.Equal(rep.At) {
 			in.Report = rep
 			rep.DB, rep.Pass, rep.Phase = cs.reportDB, cs.reportPass, cs.reportPhase

@@ -2,6 +2,9 @@ package refresh
 
 import (
 	"bytes"
+	"context"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +13,9 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // TestReadyAfterPublish: /-/ready is 200 only once the computation of a
@@ -81,5 +84,121 @@ func TestReportBeforeSettingsChange(t *testing.T) {
 	e.report = &reportState{at: now.Add(time.Second)}
 	if e.freshReport() == nil {
 		t.Error("a report read after the settings changed is not compared")
+	}
+}
+
+// TestSettlingAfterRestart: after slurmctld starts, the values it computes
+// at a pass are not judged until a pass is seen between two reads of the
+// new boot, and a fault is judged again after it.
+func TestSettlingAfterRestart(t *testing.T) {
+	tree := fairshare.Synthetic(300, 4, 5)
+	base := SshareOf(tree, tree.FairTree())
+	decayed := func(f float64) *sshare.Output {
+		o := *base
+		o.Rows = slices.Clone(base.Rows)
+		for i := range o.Rows {
+			o.Rows[i].RawUsage *= f
+		}
+		return &o
+	}
+	e := &Exporter{}
+	e.phase.setPeriod(time.Minute)
+	now := time.Unix(1_800_000_000, 0)
+	boot := now.Add(-time.Hour)
+	steps := []struct {
+		boot         time.Time
+		out          *sshare.Output
+		pass, settle bool
+	}{
+		{boot, decayed(1), false, false},
+		{boot, decayed(0.99), true, false},
+		{now.Add(30 * time.Second), decayed(0.98), true, true}, // restarted: a pass across the restart does not settle it
+		{now.Add(30 * time.Second), decayed(0.98), false, true},
+		{now.Add(30 * time.Second), decayed(0.97), true, false},
+	}
+	for i, s := range steps {
+		at := now.Add(time.Duration(i) * 40 * time.Second)
+		pass, settling := e.observe(at, at.Add(time.Second), s.boot, s.out)
+		if pass != s.pass || settling != s.settle {
+			t.Errorf("read %d: pass %v settling %v, want %v %v", i, pass, settling, s.pass, s.settle)
+		}
+	}
+	fresh := &Exporter{}
+	fresh.phase.setPeriod(time.Minute)
+	if _, settling := fresh.observe(now, now.Add(time.Second), now.Add(-90*time.Second), base); !settling {
+		t.Error("first read 90 s after slurmctld started: not settling")
+	}
+
+	// a report with another algorithm's factors: flagged unless settling
+	wrong := SshareOf(tree, tree.Classic(fairshare.ClassicOptions{Dampening: 1}))
+	for _, settling := range []bool{false, true} {
+		in := inputs(tree, fairshare.AlgorithmFairTree)
+		in.Report = &Report{Out: wrong, At: in.Computed, Settling: settling}
+		cl, err := Build(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := drifts(cl)["formula/fairshare"]
+		if settling && (d.Beyond != 0 || !math.IsInf(d.Bound, 1) || d.Max == 0) {
+			t.Errorf("settling: %+v, want drift measured, bound +Inf, nothing beyond", d)
+		}
+		if !settling && d.Beyond == 0 {
+			t.Errorf("settled: wrong factors not flagged: %+v", d)
+		}
+	}
+}
+
+// TestRecovered: a computation handed back from its goroutine replaces
+// the recovery metric and lets the next one start; a failed one keeps
+// the last, with its moment, and counts an error.
+func TestRecovered(t *testing.T) {
+	e := &Exporter{Log: zerolog.Nop(), stages: map[string]result.Stage{}, clusters: map[string]*clusterState{}}
+	first := &result.Recovery{Computed: time.Unix(1_800_000_000, 0)}
+	cs := &clusterState{recovering: true}
+	e.clusters["c"] = cs
+	e.recovered(recoveryResult{name: "c", r: first, took: time.Second})
+	if cs.recovery != first || cs.recovering {
+		t.Fatalf("after a good computation: recovery %v, recovering %v", cs.recovery, cs.recovering)
+	}
+	cs.recovering = true
+	e.recovered(recoveryResult{name: "c", err: context.DeadlineExceeded})
+	if cs.recovery != first || cs.recovering || e.stages[StageForecast].Errors != 1 {
+		t.Fatalf("after a failed computation: recovery %v (want the last), recovering %v, errors %d", cs.recovery, cs.recovering, e.stages[StageForecast].Errors)
+	}
+	// one under way: the next refresh does not start another
+	cs.recovering = true
+	e.RecoveryInterval, e.ForecastWindow = time.Hour, time.Hour
+	e.recover(context.Background(), cs, &Inputs{Name: "c", Computed: time.Unix(1_900_000_000, 0)})
+	if e.stages[StageForecast].Errors != 1 {
+		t.Fatal("a computation started while one was under way")
+	}
+}
+
+// TestRecoveryEvery: the recovery metric comes every RecoveryInterval
+// while it costs less than RecoveryBudget of the refreshes in between, and
+// less often when it costs more (11k associations under Fair Tree with
+// many job ends: 0.72 s against 8.75 ms refreshes, docs/performance.md).
+func TestRecoveryEvery(t *testing.T) {
+	e := &Exporter{Interval: time.Minute, RecoveryInterval: 4 * time.Hour}
+	for _, c := range []struct {
+		refresh, recovery time.Duration
+		want              time.Duration
+	}{
+		{0, 0, 4 * time.Hour}, // nothing measured yet
+		{8750 * time.Microsecond, 130 * time.Millisecond, 4 * time.Hour}, // 74 refreshes' worth of budget: under 240
+		{8750 * time.Microsecond, 720 * time.Millisecond, 24686 * time.Second},
+	} {
+		cs := &clusterState{refreshTook: c.refresh, recoveryTook: c.recovery}
+		got := e.recoveryEvery(cs)
+		if d := got - c.want; d < -time.Second || d > time.Second {
+			t.Errorf("refresh %v, recovery %v: every %v, want %v", c.refresh, c.recovery, got, c.want)
+		}
+		// the budget holds: the recovery's cost over the refreshes in between
+		if c.refresh > 0 {
+			share := float64(c.recovery) / (got.Minutes() * float64(c.refresh))
+			if share > RecoveryBudget+1e-6 {
+				t.Errorf("refresh %v, recovery %v: every %v costs %.2f of the refreshes", c.refresh, c.recovery, got, share)
+			}
+		}
 	}
 }

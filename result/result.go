@@ -37,6 +37,22 @@ type Association struct {
 	// Range is, when asked for (explain), each factor over every moment
 	// slurmctld's last decay pass may have fallen at (nil: not asked).
 	Range *FactorRange
+	// Recovery is Recovery.Seconds of a user association (NaN: none).
+	Recovery float64
+}
+
+// AssocKey names an association across refreshes, whose trees may differ.
+type AssocKey struct {
+	Account, User, Partition string
+}
+
+// Recovery is how long each user association's factor takes to reach its
+// fair level under the forecast's default assumption (docs/forecast.md),
+// as of Computed: 0 when it is already at or above it, +Inf when not
+// within the horizon. It is computed less often than the factors.
+type Recovery struct {
+	Computed time.Time
+	Seconds  map[AssocKey]float64
 }
 
 // FactorRange is the lowest and highest classic and Fair Tree factor
@@ -122,6 +138,9 @@ type Cluster struct {
 	Pending []PendingGroup
 	// Weights are slurm.conf's priority weights (Weights[TRES] unused).
 	Weights priority.Factors
+	// RecoveryComputed is when Association.Recovery was computed (zero:
+	// never).
+	RecoveryComputed time.Time
 }
 
 // Job is one pending job's priority in one partition.

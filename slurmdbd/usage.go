@@ -176,7 +176,7 @@ func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int6
 	table := c.table(suffix)
 	cond, tres := c.tresCond()
 	q := "SELECT id, " + qosCol + ", id_tres, time_start, alloc_secs FROM " + table +
-		" WHERE " + cond + " AND deleted = 0 AND time_start >= ? AND time_start < ?" + extra
+		" WHERE " + cond + " AND time_start >= ? AND time_start < ?" + extra
 	var out []qosRow
 	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
 		var u qosRow
@@ -238,28 +238,42 @@ type Job struct {
 	TRESAlloc string
 }
 
+// The job_table columns Job holds (scanJob), and the jobs that ran at some
+// time in (from, to]: started before to, not ended by from (args to, from).
+const (
+	sqlJobCols = "job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc"
+	sqlJobsRan = " WHERE deleted = 0 AND time_start > 0 AND time_start < ? AND (time_end = 0 OR time_end > ?)"
+)
+
 // Jobs reads the jobs that ran at some time in (from, to]: started before
 // to and not ended by from.
 func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]Job, error) {
 	table := c.table("job_table")
-	q := "SELECT job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc FROM " + table +
-		" WHERE deleted = 0 AND time_start > 0 AND time_start < ? AND (time_end = 0 OR time_end > ?)"
-	return c.jobs(ctx, table, q, to, from)
+	return c.jobs(ctx, table, "SELECT "+sqlJobCols+" FROM "+table+sqlJobsRan, to, from)
 }
 
 func (c Cluster) jobs(ctx context.Context, table, q string, args ...any) ([]Job, error) {
 	var out []Job
 	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
 		var j Job
-		var tres sql.NullString
-		if err := r.Scan(&j.Inx, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres); err != nil {
+		if err := scanJob(r, &j); err != nil {
 			return err
 		}
-		j.TRESAlloc = tres.String
 		out = append(out, j)
 		return nil
 	}, args...)
 	return out, err
+}
+
+// scanJob reads a row of sqlJobCols into j, then any further columns into
+// extra.
+func scanJob(r *sql.Rows, j *Job, extra ...any) error {
+	var tres sql.NullString
+	if err := r.Scan(append([]any{&j.Inx, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres}, extra...)...); err != nil {
+		return err
+	}
+	j.TRESAlloc = tres.String
+	return nil
 }
 
 // TRESCounts parses a TRES string ("1=4,2=16000,5=4") into id and count
@@ -302,31 +316,16 @@ func TRESCount(s string, id int) (count uint64, ok bool, err error) {
 // 0 is the one holding end, windows start at multiples of w since the
 // epoch. Only hours the hourly rollup has written count.
 func (c Cluster) WindowUsage(ctx context.Context, end time.Time, w time.Duration, n int) (map[uint32][]float64, error) {
-	l, err := c.Layout(ctx)
-	if err != nil {
-		return nil, err
-	}
-	qos, err := c.db.QOS(ctx)
-	if err != nil {
-		return nil, err
-	}
 	ws := int64(w.Seconds())
 	if ws <= 0 || n <= 0 {
 		return nil, fmt.Errorf("usage windows of %v × %d: expected a positive length and count", w, n)
 	}
 	cur := end.Unix() / ws * ws
-	rows, err := c.Usage(ctx, l, qos, Hour, cur-int64(n-1)*ws, end.Unix()+1)
-	if err != nil {
-		return nil, err
-	}
 	out := map[uint32][]float64{}
-	for _, u := range rows {
-		if u.TRES != TRESBilling {
-			continue
-		}
+	err := c.billingHours(ctx, cur-int64(n-1)*ws, end.Unix()+1, func(u UsageRow) {
 		k := (cur - u.Start/ws*ws) / ws
 		if k < 0 || k >= int64(n) {
-			continue
+			return
 		}
 		v := out[u.Assoc]
 		if v == nil {
@@ -334,14 +333,36 @@ func (c Cluster) WindowUsage(ctx context.Context, end time.Time, w time.Duration
 			out[u.Assoc] = v
 		}
 		v[k] += u.AllocSecs
+	})
+	return out, err
+}
+
+// billingHours calls add with each hourly rollup row of billing usage
+// starting in [from, to), QOS UsageFactor applied as in Usage.
+func (c Cluster) billingHours(ctx context.Context, from, to int64, add func(UsageRow)) error {
+	l, err := c.Layout(ctx)
+	if err != nil {
+		return err
 	}
-	return out, nil
+	qos, err := c.db.QOS(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := c.Usage(ctx, l, qos, Hour, from, to)
+	if err != nil {
+		return err
+	}
+	for _, u := range rows {
+		if u.TRES == TRESBilling {
+			add(u)
+		}
+	}
+	return nil
 }
 
 // Ended reads the jobs that ended in [from, to).
 func (c Cluster) Ended(ctx context.Context, from, to int64) ([]Job, error) {
 	table := c.table("job_table")
-	q := "SELECT job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc FROM " + table +
-		" WHERE deleted = 0 AND time_start > 0 AND time_end >= ? AND time_end < ?"
+	q := "SELECT " + sqlJobCols + " FROM " + table + " WHERE deleted = 0 AND time_start > 0 AND time_end >= ? AND time_end < ?"
 	return c.jobs(ctx, table, q, from, to)
 }

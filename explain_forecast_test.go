@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+)
+
+// TestForecastFlags: --forecast takes an optional threshold; bad values
+// name the flag and what was expected. Good ones get as far as the DSN.
+func TestForecastFlags(t *testing.T) {
+	t.Setenv(dsnEnv, "")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--user", "u", "--forecast"}, "no database DSN"},
+		{[]string{"--forecast", "0.6", "--user", "u"}, "no database DSN"},
+		{[]string{"--forecast=0.6", "--user", "u"}, "no database DSN"},
+		{[]string{"--forecast", "--user", "u"}, "no database DSN"},
+		{[]string{"--what-if", "a=parent", "--what-if", "a/u=5"}, "no database DSN"},
+		{[]string{"--user", "u", "--forecast", "2"}, "--forecast: threshold 2: expected a factor above 0 and at most 1"},
+		{[]string{"--user", "u", "--forecast=x"}, `threshold "x": expected a factor`},
+		{[]string{"--forecast"}, "--forecast: expected --user"},
+		{[]string{"--user", "u", "--forecast", "--forecast.window=-1h"}, "--forecast.window -1h0m0s: expected a positive duration"},
+		{[]string{"--user", "u", "--forecast", "--forecast.at=0s"}, "--forecast.at [0s]: expected positive durations"},
+		{[]string{"--user", "u", "--forecast.at=5m"}, "--forecast.at: expected --forecast"},
+		{[]string{"--user", "u", "--forecast", "--forecast.at=5m", "--forecast.at=90s"}, "no database DSN"},
+		{[]string{"--what-if", "a=x"}, `--what-if "a=x": expected ACCOUNT=SHARES or ACCOUNT/USER=SHARES`},
+		{[]string{"--what-if", "a/=3"}, `--what-if "a/=3": expected`},
+		{[]string{"--what-if", "a=2147483647"}, `--what-if "a=2147483647": expected`},
+		{[]string{"--what-if", "a=1", "--user", "u", "--forecast"}, "--forecast and --what-if: expected one of them"},
+	} {
+		_, _, stderr := runCLI(t, append([]string{"explain", "--slurm-conf", "/dev/null"}, c.args...)...)
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: %q, expected %q", c.args, stderr, c.want)
+		}
+	}
+}
+
+// demoForecast is a Synthetic Fair Tree cluster's inputs with a rate for
+// every user but one, which has a job.
+func demoForecast(t *testing.T) (*refresh.Inputs, int) {
+	tr := fairshare.Synthetic(300, 3, 9)
+	in := &refresh.Inputs{Name: "c", Tree: tr, Settings: refresh.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
+		Passes: fairshare.Passes{HalfLife: 86400, Period: 300}, Computed: time.Unix(1_800_000_000, 0), ForecastRate: make([]float64, tr.Len()), ForecastWindow: 7 * 24 * time.Hour}
+	u := -1
+	root := tr.Association(tr.Root()).RawUsage
+	for i := range tr.Len() {
+		a := tr.Association(i)
+		if !a.IsUser() {
+			continue
+		}
+		if u < 0 && a.RawUsage > root/100 {
+			u = i
+			in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: 100, Start: 1_799_990_000, End: 1_800_050_000})
+			continue
+		}
+		in.ForecastRate[i] = root / 86400 / 30
+	}
+	if u < 0 {
+		t.Fatal("no user with usage")
+	}
+	return in, u
+}
+
+// TestExplainForecast: the points are the forecast's values at their
+// moments, the crossing is past the threshold and the pass before is not,
+// and the sentence says so.
+func TestExplainForecast(t *testing.T) {
+	in, u := demoForecast(t)
+	user := in.Tree.Association(u).User
+	x, err := forecast(in, u, user, 0, 4*time.Minute, time.Hour, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := in.Forecast().Quiet(u)
+	want := []time.Duration{0, 90 * time.Second, 4 * time.Minute}
+	want = append(want, forecastAfter[1:]...)
+	if len(x.Points) != len(want) || x.Points[1].After != "+1m30s" || x.Points[2].After != "+4m" {
+		t.Fatalf("points %+v: expected the moments %v", x.Points, want)
+	}
+	for k, p := range x.Points {
+		v, _ := f.Values(f.At + want[k].Seconds())
+		if float64(p.Factor) != v[u].FairShare {
+			t.Fatalf("%s: factor %v, forecast %v", p.After, p.Factor, v[u].FairShare)
+		}
+	}
+	if x.Crossing == nil || x.Direction != "rises" {
+		t.Fatalf("expected the factor to rise past its fair level %v: %+v", x.Threshold, x)
+	}
+	at := float64(x.Crossing.Unix())
+	after, _ := f.Values(at)
+	before, _ := f.Values(at - f.Passes.Period)
+	if after[u].FairShare < float64(x.Threshold) || before[u].FairShare >= float64(x.Threshold) {
+		t.Fatalf("crossing at %v: factor %v there and %v a pass before, threshold %v", x.Crossing, after[u].FairShare, before[u].FairShare, x.Threshold)
+	}
+	if !strings.Contains(x.Summary, "with no new jobs from "+user) || !strings.Contains(x.Summary, "passes") {
+		t.Fatalf("summary %q", x.Summary)
+	}
+}
+
+// TestExplainWhatIf: the listing is fairshare.Changes of the tree with
+// the changed shares, in order, and only the user's rows with --user.
+func TestExplainWhatIf(t *testing.T) {
+	in, u := demoForecast(t)
+	a := in.Tree.Association(u)
+	acct := in.Tree.Association(a.Parent)
+	flags := forecastFlags{WhatIf: []string{acct.Account + "=1000", acct.Account + "/" + a.User + "=parent"}}
+	changes, err := flags.shareChanges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := whatIf(in, changes, flags.WhatIf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(x.Changes) == 0 {
+		t.Fatal("no change listed")
+	}
+	for k := 1; k < len(x.Changes); k++ {
+		if abs(x.Changes[k].Delta) > abs(x.Changes[k-1].Delta) {
+			t.Fatalf("not sorted by the size of the change at %d", k)
+		}
+	}
+	mine, err := whatIf(in, changes, flags.WhatIf, a.User)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range mine.Changes {
+		if c.User != a.User {
+			t.Fatalf("--user %s lists %s", a.User, c.User)
+		}
+	}
+}
+
+func abs(v float64) float64 { return max(v, -v) }
+
+// TestRecoveryMetricAgreesWithExplain: the recovery metric
+// (Inputs.ComputeRecovery, every user from one shared scenario) is, for
+// every user, explain --forecast's time to its fair level: 0 where it
+// falls from at or above, +Inf where it does not come within the horizon.
+// Under classic for every user; under Fair Tree for users with usage
+// (idle users tie at +Inf, docs/forecast.md).
+func TestRecoveryMetricAgreesWithExplain(t *testing.T) {
+	for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmClassic, fairshare.AlgorithmFairTree} {
+		in, _ := demoForecast(t)
+		in.Settings.Algorithm = alg
+		// a flat tree, whose users' classic factors are near their fair
+		// level; rates and jobs of several sizes
+		in.Tree = fairshare.Synthetic(40, 2, 1)
+		root := in.Tree.Association(in.Tree.Root()).RawUsage
+		in.ForecastRate, in.ForecastJobs = make([]float64, in.Tree.Len()), nil
+		for i := range in.ForecastRate {
+			in.ForecastRate[i] = root / 86400 * float64(i%5)
+			if i%7 == 0 {
+				in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: root / 86400 / 5, Start: 1_799_990_000, End: 1_800_100_000})
+			}
+		}
+		r, err := in.ComputeRecovery()
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked, finite := 0, 0
+		for i := range in.Tree.Len() {
+			a := in.Tree.Association(i)
+			if !a.IsUser() || (alg == fairshare.AlgorithmFairTree && a.RawUsage == 0) {
+				continue
+			}
+			x, err := forecast(in, i, a.User, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := math.Inf(1)
+			switch {
+			case x.Direction == "falls":
+				want = 0
+			case x.CrossingSeconds != nil:
+				want = *x.CrossingSeconds
+				finite++
+			}
+			got, ok := r.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}]
+			if !ok || got != want {
+				t.Errorf("%s: %s: metric %v (present %v), explain --forecast %v", alg, a.User, got, ok, want)
+			}
+			checked++
+		}
+		if finite == 0 {
+			t.Fatalf("%s: no user recovers within the horizon: the test checks nothing", alg)
+		}
+		t.Logf("%s: %d users agree, %d of them recover within the horizon", alg, checked, finite)
+	}
+}
+
+// TestExplainDemo: explain --demo answers --user with a forecast, --job and
+// --what-if on serve --demo's cluster, with no database or Slurm.
+func TestExplainDemo(t *testing.T) {
+	in := refresh.DemoExplained(time.Now(), refresh.DemoAssociations)
+	user := ""
+	for i := range in.Tree.Len() {
+		if a := in.Tree.Association(i); a.IsUser() && a.RawUsage > 0 {
+			user = a.User
+			break
+		}
+	}
+	code, out, stderr := runCLI(t, "explain", "--demo", "--user", user, "--forecast", "--output", "json")
+	var exps []Explanation
+	if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil || len(exps) == 0 || exps[0].Forecast == nil {
+		t.Fatalf("explain --demo --user %s --forecast: exit %d, %v: %s %s", user, code, err, out, stderr)
+	}
+	if f := exps[0].Forecast; len(f.Points) < 6 || !strings.Contains(strings.Join(f.Assumptions, " "), "running jobs") {
+		t.Errorf("forecast: %d points, assumptions %q", len(f.Points), f.Assumptions)
+	}
+	if code, out, stderr := runCLI(t, "explain", "--demo", "--job", "1000"); code != 0 || !strings.Contains(out, "fairshare") {
+		t.Errorf("explain --demo --job 1000: exit %d: %s %s", code, out, stderr)
+	}
+	acct := exps[0].Path[len(exps[0].Path)-2].Account
+	if code, out, stderr := runCLI(t, "explain", "--demo", "--what-if", acct+"=1000"); code != 0 || !strings.Contains(out, acct) {
+		t.Errorf("explain --demo --what-if %s=1000: exit %d: %s %s", acct, code, out, stderr)
+	}
+}
