@@ -36,14 +36,25 @@ type forecastJSON struct {
 // range (every moment the last pass may have fallen at, job ends not yet
 // recorded) when the forecast was made plus the width at the check, around
 // the forecast for that pass and the one before (classic's one-pass lag).
+// On every release: the host's 22.05, 24.11 and 26.05 side by side (the
+// job_table and rollups the forecast reads differ between them).
 func TestForecastAgainstSshare(t *testing.T) {
-	c := slurmharness.Start(t, slurmharness.Config{PriorityFlags: "NO_FAIR_TREE", Enforce: "associations,limits"})
+	for _, release := range []string{"22.05", "24.11", "26.05"} {
+		t.Run(release, func(t *testing.T) {
+			t.Parallel()
+			forecastAgainstSshare(t, release)
+		})
+	}
+}
+
+func forecastAgainstSshare(t *testing.T, release string) {
+	c := slurmharness.Start(t, slurmharness.Config{Release: release, PriorityFlags: "NO_FAIR_TREE", Enforce: "associations,limits"})
 	loadTwoAccounts(c)
 	dsn := readerDSNFile(t, c)
 	explain := func(extra ...string) forecastJSON {
 		t.Helper()
 		args := append([]string{"explain", "--user", "alice", "--output", "json", "--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir()}, extra...)
-		code, out, stderr := runExporter(t, args...)
+		code, out, stderr := runExporterEnv(t, c.Env(), args...)
 		var xs []forecastJSON
 		if err := json.Unmarshal([]byte(out), &xs); code != 0 || err != nil || len(xs) != 1 {
 			t.Fatalf("explain %v: exit %d, %v\n%s\n%s", extra, code, err, out, stderr)
@@ -130,7 +141,7 @@ func TestForecastAgainstSshare(t *testing.T) {
 	}
 	// --what-if on the same database: ten times phys's shares raise
 	// alice's classic factor (exactness: TestWhatIfAgainstEditedInputs)
-	code, out, stderr := runExporter(t, "explain", "--what-if", "phys=400", "--output", "json", "--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir())
+	code, out, stderr := runExporterEnv(t, c.Env(), "explain", "--what-if", "phys=400", "--output", "json", "--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir())
 	var w struct {
 		Changes []struct {
 			Account string  `json:"account"`
