@@ -101,6 +101,10 @@ type PassError struct {
 	// fallen at another phase (before slurmctld last started).
 	TailWindow         float64
 	TailRate, TailMost []float64
+	// TailLost is what slurmctld may not have charged of jobs that ended
+	// just after a pass, before the pass reached them
+	// (fairshare.Passes.LockWait), per association (nil: none).
+	TailLost []float64
 	// Unrecorded is how long, in seconds, before the report slurmctld
 	// may have charged a job's end that the database does not hold yet:
 	// under AccountingStorageEnforce=limits it charges a job's last
@@ -152,7 +156,7 @@ func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals
 func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 	n := t.Len()
 	raw, charge = make([]float64, n), make([]float64, n)
-	if e.Window <= 0 && e.Unrecorded <= 0 {
+	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil {
 		return raw, charge
 	}
 	scale := 1.0
@@ -165,6 +169,9 @@ func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 		}
 		if e.TailRate != nil {
 			charge[i] += min(max(e.Window, e.TailWindow)*e.TailRate[i], e.TailMost[i])
+		}
+		if e.TailLost != nil {
+			charge[i] += e.TailLost[i]
 		}
 		raw[i] = t.Association(i).RawUsage*(scale-1) + charge[i]
 	}

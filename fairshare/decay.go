@@ -22,6 +22,14 @@ type Passes struct {
 	// priority_p_job_end charges a finished job's last partial interval
 	// when it ends; otherwise that interval is never charged.
 	ChargeJobEnd bool
+	// LockWait is how long after a pass's moment (its start_time, which
+	// priority_last_decay_ran records) slurmctld may take to reach the
+	// jobs, in seconds: it decays usage, then waits for the job write
+	// lock, which the scheduler holds for up to a couple of seconds at a
+	// time. Without ChargeJobEnd a job that ends in between is found
+	// ended and not charged its last interval, though it ran past the
+	// pass; the database cannot tell (0: not considered).
+	LockWait float64
 }
 
 // D is the per-second decay factor.

@@ -356,7 +356,7 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 		// tails of jobs that ended before then fell at another phase
 		tw = max(w, in.Passes.Period)
 	}
-	pe := drift.PassError{Window: w, TailWindow: tw, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most}
+	pe := drift.PassError{Window: w, TailWindow: tw, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most, TailLost: in.TailRisk.Lost}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
 		at := float64(in.Computed.UnixNano()) / 1e9
 		if read != nil {

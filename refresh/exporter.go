@@ -766,7 +766,7 @@ func mauiUsage(t *fairshare.Tree, ids []uint32, windows map[uint32][]float64, c 
 // reset when PriorityUsageResetPeriod sets one. Without a readable state
 // file the phase is 0 (unknown) and err says why.
 func Decay(conf *slurmconf.Config, stateDir string) (passes fairshare.Passes, since time.Time, err error) {
-	passes = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits()}
+	passes = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits(), LockWait: conf.LockHold().Seconds()}
 	ran, reset, err := slurmstate.LastDecayRan(stateDir)
 	if err != nil {
 		return passes, since, err

@@ -88,6 +88,11 @@ type Config struct {
 	PriorityWeightQOS        uint32
 	PriorityWeightTRES       string
 	weightTRES               map[string]float64
+	// MessageTimeout in seconds (default 10), and SchedulerParameters'
+	// max_sched_time and bf_yield_interval (0: not set): LockHold.
+	MessageTimeout  int
+	maxSchedTime    int
+	bfYieldInterval time.Duration
 	Partitions               []Partition
 	// Nodes are the NodeName lines' nodes.
 	Nodes            []string
@@ -119,6 +124,25 @@ func (c *Config) EnforceLimits() bool {
 	return false
 }
 
+// LockHold is how long slurmctld's schedulers hold the job write lock at a
+// time, which a decay pass waits for before it looks at the jobs
+// (fairshare.Passes.LockWait): the main scheduler's max_sched_time, as
+// job_scheduler.c reads it (at most MessageTimeout/2, by default
+// min(max(MessageTimeout/2, 1), 2) s), or the backfill scheduler's
+// bf_yield_interval (2 s by default), whichever is longer.
+func (c *Config) LockHold() time.Duration {
+	half := c.MessageTimeout / 2
+	sched := c.maxSchedTime
+	if sched <= 0 || sched > half {
+		sched = min(max(half, 1), 2)
+	}
+	bf := c.bfYieldInterval
+	if bf <= 0 {
+		bf = 2 * time.Second
+	}
+	return max(time.Duration(sched)*time.Second, bf)
+}
+
 // Load reads path (and its Includes) from fsys.
 func Load(fsys fs.FS, path string) (*Config, error) {
 	raw, err := ReadFile(fsys, path)
@@ -138,6 +162,7 @@ func FromRaw(raw *Raw) (*Config, error) {
 		PriorityUsageResetPeriod: "NONE",
 		PriorityMaxAge:           7 * 24 * time.Hour,
 		FairShareDampeningFactor: 1,
+		MessageTimeout:           10,
 		Pos:                      map[string]Pos{},
 		partitionDefault:         Partition{MaxTime: Infinite},
 	}
@@ -223,6 +248,23 @@ func (c *Config) set(s Setting) error {
 	case "priorityweighttres":
 		c.PriorityWeightTRES = v
 		c.weightTRES, err = tresWeights(v)
+	case "messagetimeout":
+		c.MessageTimeout, err = strconv.Atoi(v)
+		if err != nil || c.MessageTimeout <= 0 {
+			err = fmt.Errorf("expected a positive number of seconds")
+		}
+	case "schedulerparameters":
+		c.maxSchedTime, c.bfYieldInterval = 0, 0
+		for _, p := range splitList(v) {
+			k, n, _ := strings.Cut(p, "=")
+			switch strings.ToLower(k) {
+			case "max_sched_time":
+				c.maxSchedTime, _ = strconv.Atoi(n)
+			case "bf_yield_interval":
+				us, _ := strconv.Atoi(n)
+				c.bfYieldInterval = time.Duration(us) * time.Microsecond
+			}
+		}
 	default:
 		return nil // a setting that does not concern us
 	}

@@ -197,3 +197,34 @@ func TestHostlist(t *testing.T) {
 		}
 	}
 }
+
+// TestLockHold: job_scheduler.c's max_sched_time (at most MessageTimeout/2,
+// else min(max(MessageTimeout/2, 1), 2) s) against the backfill's
+// bf_yield_interval (µs, 2 s by default), the longer of the two.
+func TestLockHold(t *testing.T) {
+	for _, c := range []struct {
+		conf string
+		want time.Duration
+	}{
+		{"", 2 * time.Second},
+		{"MessageTimeout=30\nSchedulerParameters=bf_continue,max_sched_time=10\n", 10 * time.Second},
+		{"MessageTimeout=30\nSchedulerParameters=max_sched_time=20\n", 2 * time.Second}, // over 15: Slurm ignores it
+		{"MessageTimeout=2\n", 2 * time.Second},
+		{"SchedulerParameters=bf_yield_interval=5000000\n", 5 * time.Second},
+	} {
+		raw, err := Parse("slurm.conf", strings.NewReader(c.conf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf, err := FromRaw(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := conf.LockHold(); got != c.want {
+			t.Errorf("%q: LockHold %v, want %v", c.conf, got, c.want)
+		}
+	}
+	if _, err := FromRaw(&Raw{Lines: []Line{{{Key: "MessageTimeout", Value: "soon"}}}}); err == nil || !strings.Contains(err.Error(), "MessageTimeout=soon") {
+		t.Errorf("MessageTimeout=soon: %v", err)
+	}
+}

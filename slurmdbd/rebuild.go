@@ -95,7 +95,7 @@ func (in *UsageInputs) chargeTo(tres map[uint32][]float64, node map[uint32]int, 
 // keepsTRES says whether usage of a TRES is kept: billing, or with all
 // every TRES but energy (Cluster.tresCond says the same to the server).
 func keepsTRES(id uint32, all bool) bool {
-	return id != TRESEnergy && (all || id == TRESBilling || id == tresTailRate || id == tresTailMost)
+	return id != TRESEnergy && (all || id == TRESBilling || id == tresTailRate || id == tresTailMost || id == tresTailLost)
 }
 
 // Charge charges usage and uncharged usage kept per id_assoc to the tree,
@@ -143,7 +143,7 @@ type Usage struct {
 
 // TailRisk: see Usage.TailRisk and tresTailRate.
 type TailRisk struct {
-	Rate, Most []float64
+	Rate, Most, Lost []float64
 }
 
 // maxUnits bounds the units of one TRES an association can hold at once
@@ -217,9 +217,10 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 			add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
 		u.Uncharged[i] += in.tail(j, jobsFrom) * billing
-		rate, most := in.tailRisk(j, jobsFrom)
+		rate, most, lost := in.tailRisk(j, jobsFrom)
 		add(Key{j.Assoc, tresTailRate}, rate*billing, "")
 		add(Key{j.Assoc, tresTailMost}, most*billing, "")
+		add(Key{j.Assoc, tresTailLost}, lost*billing, "")
 	}
 	u.Running = make([]float64, n)
 	for _, jobs := range [][]Job{in.Jobs, in.Ended} {
@@ -259,11 +260,15 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 		u.Running[in.Tree.Assocs[i].Parent] += u.Running[i]
 	}
 	u.Raw = u.TRES[TRESBilling]
-	u.TailRisk = TailRisk{Rate: u.TRES[tresTailRate], Most: u.TRES[tresTailMost]}
+	u.TailRisk = TailRisk{Rate: u.TRES[tresTailRate], Most: u.TRES[tresTailMost], Lost: u.TRES[tresTailLost]}
 	delete(u.TRES, tresTailRate)
 	delete(u.TRES, tresTailMost)
+	delete(u.TRES, tresTailLost)
 	if u.TailRisk.Rate == nil {
-		u.TailRisk = TailRisk{make([]float64, n), make([]float64, n)}
+		u.TailRisk.Rate, u.TailRisk.Most = make([]float64, n), make([]float64, n)
+	}
+	if u.TailRisk.Lost == nil {
+		u.TailRisk.Lost = make([]float64, n)
 	}
 	return u, problems
 }
@@ -343,7 +348,7 @@ func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, u
 		if retimed {
 			r = in.retime(j)
 		}
-		rate, most := in.tailRisk(j, in.Since)
+		rate, most, lost := in.tailRisk(j, in.Since)
 		if t == 0 && r == 0 && rate == 0 {
 			continue
 		}
@@ -360,23 +365,33 @@ func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, u
 		}
 		usage[Key{j.Assoc, tresTailRate}] += rate * billing
 		usage[Key{j.Assoc, tresTailMost}] += most * billing
+		if lost != 0 {
+			usage[Key{j.Assoc, tresTailLost}] += lost * billing
+		}
 	}
 	return usage, uncharged, problems
 }
 
 // tailRisk is j's part of TailRisk per unit of billing (0 for a running
 // job, or when slurmctld charges the tail at the job's end).
-func (in *UsageInputs) tailRisk(j Job, from float64) (rate, most float64) {
+func (in *UsageInputs) tailRisk(j Job, from float64) (rate, most, lost float64) {
 	if in.Passes.ChargeJobEnd || j.End == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	end := float64(j.End)
 	start := max(float64(j.Start), from)
 	if end <= start {
-		return 0, 0
+		return 0, 0, 0
 	}
 	rate = math.Pow(in.Passes.D(), max(0, in.At-end))
-	return rate, rate * min(in.Passes.Period, end-start)
+	if p := in.Passes; p.LockWait > 0 && p.Period > 0 {
+		// the pass's charge of its interval, decayed from the pass: at
+		// least d^(At-end+P) since At is less than a period past it
+		if pass := p.LastPass(end); end-pass <= p.LockWait && pass > start {
+			lost = math.Pow(p.D(), max(0, in.At-end-p.Period)) * (pass - max(start, pass-p.Period))
+		}
+	}
+	return rate, rate * min(in.Passes.Period, end-start), lost
 }
 
 // ranWithinPeriod: j ran at some time in the PriorityCalcPeriod up to At.

@@ -465,6 +465,7 @@ func fingerprint(l Layout, p fairshare.Passes, since time.Time, allTRES bool) ui
 	b = strconv.AppendFloat(b, p.Period, 'g', -1, 64)
 	b = strconv.AppendFloat(b, math.Mod(p.Phase, p.Period), 'g', -1, 64)
 	b = strconv.AppendBool(b, p.ChargeJobEnd)
+	b = strconv.AppendFloat(b, p.LockWait, 'g', -1, 64)
 	b = strconv.AppendInt(b, since.Unix(), 10)
 	b = strconv.AppendBool(b, allTRES)
 	h.Write(b)

@@ -31,8 +31,9 @@ const (
 	headerSize = len(stateMagic) + 4 + 8 + sha256.Size
 	// stateFormat changes when the state's layout or meaning does: 2
 	// added the header and the database identity (1 was gob alone), 3
-	// the finished jobs' tail risk among the frozen sums (tresTailRate).
-	stateFormat = 3
+	// the finished jobs' tail risk among the frozen sums (tresTailRate),
+	// 4 the tails a pass's lock wait may have lost (tresTailLost).
+	stateFormat = 4
 )
 
 // MaxStateFile bounds what is read of a state, header included. A state

@@ -22,10 +22,14 @@ const TRESBilling = 5
 //   - tresTailRate: Σ billing·d^(At−end), what a tail one second longer
 //     or shorter moves;
 //   - tresTailMost: Σ billing·min(PriorityCalcPeriod, duration)·d^(At−end),
-//     the whole tail each job could have.
+//     the whole tail each job could have;
+//   - tresTailLost: Σ billing·(its last interval)·d^(At−end) over the jobs
+//     that ended within Passes.LockWait after a pass, which that pass may
+//     have found ended and not charged (fairshare.Passes.LockWait).
 const (
 	tresTailRate = math.MaxUint32 - iota
 	tresTailMost
+	tresTailLost
 )
 
 // LastRan is <cluster>_last_ran_table: the end of the last rolled-up hour,
