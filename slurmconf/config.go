@@ -93,7 +93,7 @@ type Config struct {
 	MessageTimeout  int
 	maxSchedTime    int
 	bfYieldInterval time.Duration
-	Partitions               []Partition
+	Partitions      []Partition
 	// Nodes are the NodeName lines' nodes.
 	Nodes            []string
 	partitionDefault Partition
