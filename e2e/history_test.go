@@ -40,7 +40,7 @@ import (
 //     start), not a false alarm.
 //
 // The clusters at 7 days run only with SLURMDBD_EXPORTER_HISTORY=all.
-// With limits, one of two runs (the machine loaded by three other
+// With limits, one of three runs (the machine loaded by three other
 // real-Slurm clusters) found slurmctld 49 s of a 256-CPU job short after
 // the last restart, its state kept and the stop graceful: not understood
 // yet (docs/usage.md). Without limits, in one of four runs (the CI run of
