@@ -219,7 +219,7 @@ func forecast(in *refresh.Inputs, i int, user string, threshold float64, extra .
 	return x, nil
 }
 
-// num6 prints a factor in a sentence: four significant digits.
+// num4 prints a factor in a sentence: four significant digits.
 func num4(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
 
 // shortDuration: 5m, 1h, 6h, 1d, 3d, 7d (90s as Go prints it).

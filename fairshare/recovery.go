@@ -117,7 +117,7 @@ func (f *Forecast) Recovery(users []int, thresholds []float64, horizon, step flo
 		} else {
 			starts = f.runStarts(samples, u.own)
 			if len(sc.starts) > 1 {
-				starts = mergeStarts(starts, sc.starts)
+				starts = mergeSorted(starts, sc.starts)
 				skip = sc.classicSkip(u, samples, now, thresholds[k], ue)
 			}
 		}
@@ -142,11 +142,18 @@ func (f *Forecast) runStarts(samples, breaks []float64) []int {
 	return starts
 }
 
-// mergeStarts are the runs of samples between the breaks of both.
-func mergeStarts(a, b []int) []int {
-	out := make([]int, 0, len(a)+len(b))
+// mergeSorted is the union of a and b (each sorted), once each: the runs
+// of samples between the breaks of both, or the breaks of both.
+func mergeSorted[T cmp.Ordered](a, b []T) []T {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := make([]T, 0, len(a)+len(b))
 	for len(a) > 0 || len(b) > 0 {
-		var j int
+		var j T
 		switch {
 		case len(b) == 0 || len(a) > 0 && a[0] <= b[0]:
 			j, a = a[0], a[1:]
@@ -229,7 +236,7 @@ func (s *sharedScenario) classicSkip(u *recoveryUser, samples []float64, now []V
 		damp = 1
 	}
 	nb := (len(samples) - 1 + skipBlock - 1) / skipBlock
-	brk := mergeBreaks(u.own, s.subBreaks(u.i))
+	brk := mergeSorted(u.own, s.subBreaks(u.i))
 	// per block: 0 not yet, 1 may cross, 2 none crosses; by side
 	state := [2][]uint8{make([]uint8, nb), make([]uint8, nb)}
 	var path []int32
@@ -818,7 +825,7 @@ func (u *recoveryUser) fairRanks(now []Values, count []int32) *fairRanks {
 	// of u and of i's steps, the runs of the first level
 	iEnds := ownEnds
 	if sb := s.subBreaks(u.i); len(sb) > 0 {
-		iEnds = runs(mergeBreaks(u.own, sb))
+		iEnds = runs(mergeSorted(u.own, sb))
 	}
 	dMax := 0.0
 	for _, e := range iEnds {
@@ -829,7 +836,7 @@ func (u *recoveryUser) fairRanks(now []Values, count []int32) *fairRanks {
 		cBreaks, cEnds := u.own, ownEnds
 		var cLevels [][2]side
 		if sb := s.subBreaks(c); len(sb) > 0 {
-			cBreaks = mergeBreaks(u.own, sb)
+			cBreaks = mergeSorted(u.own, sb)
 			cEnds = nil
 			if c == u.i {
 				cEnds = iEnds
@@ -929,7 +936,7 @@ func (u *recoveryUser) fairRanks(now []Values, count []int32) *fairRanks {
 			}
 			ends, lv := cEnds, cLevels
 			if sb := s.subBreaks(sib); len(sb) > 0 {
-				ends = runs(mergeBreaks(cBreaks, sb))
+				ends = runs(mergeSorted(cBreaks, sb))
 				lv = levels(c, ends, 1)
 			}
 			cur = above(sib, &ends[0][0].m, lv[0][0])
@@ -976,9 +983,9 @@ func (s *sharedScenario) pair(c, sib int32, now []Values) *pairRuns {
 		return pr
 	}
 	p := s.f.Passes
-	breaks := mergeBreaks(s.subBreaks(c), s.subBreaks(sib))
+	breaks := mergeSorted(s.subBreaks(c), s.subBreaks(sib))
 	if q := s.last + p.Period; q <= s.endPass && !slices.Contains(breaks, q) {
-		breaks = mergeBreaks(breaks, []float64{q})
+		breaks = mergeSorted(breaks, []float64{q})
 	}
 	nsC, nsS := now[c].NormShares, now[sib].NormShares
 	pr := &pairRuns{runs: make([]pairRun, len(breaks)+1)}
@@ -997,19 +1004,6 @@ func (s *sharedScenario) pair(c, sib int32, now []Values) *pairRuns {
 	}
 	s.pairs[key] = pr
 	return pr
-}
-
-// mergeBreaks are the breaks of both (sorted), once each.
-func mergeBreaks(a, b []float64) []float64 {
-	if len(b) == 0 {
-		return a
-	}
-	if len(a) == 0 {
-		return b
-	}
-	out := slices.Concat(a, b)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // value is user i's Fair Tree values at pass q.

@@ -703,7 +703,7 @@ func (e *Exporter) forecastInputs(ctx context.Context, c slurmdbd.Cluster, in *I
 	if len(problems) > 0 {
 		e.Log.Warn().Err(problems[0]).Int("jobs", len(problems)).Msg("running jobs left out of the forecast")
 	}
-	in.ForecastJobs = in.ForecastJobs[:0]
+	in.ForecastJobs = nil
 	for _, j := range jobs {
 		i, ok := index[j.Assoc]
 		if !ok {

@@ -365,9 +365,7 @@ func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, u
 		}
 		usage[Key{j.Assoc, tresTailRate}] += rate * billing
 		usage[Key{j.Assoc, tresTailMost}] += most * billing
-		if lost != 0 {
-			usage[Key{j.Assoc, tresTailLost}] += lost * billing
-		}
+		usage[Key{j.Assoc, tresTailLost}] += lost * billing
 	}
 	return usage, uncharged, problems
 }
