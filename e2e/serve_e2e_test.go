@@ -265,7 +265,9 @@ func TestServeRealSlurm(t *testing.T) {
 		if m[up("db")] != 1 || (m[up("reported")] != 1 && !w.restarting()) {
 			t.Fatalf("while jobs run: up db %v, reported %v\n%s", m[up("db")], m[up("reported")], testenv.Tail(s.logs.Bytes()))
 		}
-		if f, u, which := driftBeyond(m, name); f+u > 0 {
+		if f, u, which := driftBeyond(m, name); f+u > 0 && w.Lost {
+			t.Logf("drift after slurmctld lost its state: %v; largest drifts %v", which, maxDrift(m, name))
+		} else if f+u > 0 {
 			t.Errorf("false alarm while jobs run: %v; largest drifts %v, bounds %v; usage (computed at the last refresh, reported) %v\n%s",
 				which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name), testenv.Tail(s.logs.Bytes()))
 		}
@@ -280,7 +282,7 @@ func TestServeRealSlurm(t *testing.T) {
 		}
 		st.record(m, name, truth, time.Minute)
 		if time.Now().After(nextCheck) {
-			hiddenCheck(t, c, dsnFile, hidden)
+			hiddenCheck(t, c, dsnFile, hidden, w.Lost)
 			checkSprioRanges(t, c, dsnFile, hidden, w.Pending)
 			nextCheck = time.Now().Add(3 * time.Minute)
 		}
@@ -310,7 +312,7 @@ func TestServeRealSlurm(t *testing.T) {
 		}
 		return false
 	})
-	if len(seen) > 0 {
+	if len(seen) > 0 && !w.Lost {
 		t.Errorf("healthy run with jobs: Prometheus saw alerts %v", seen)
 	}
 	t.Logf("soak: alerts seen %v; of the restart's few seconds without a report, under rules read in seconds: %v", seen, restartAlerts)
@@ -346,19 +348,26 @@ func TestServeRealSlurm(t *testing.T) {
 	})
 	t.Logf("Prometheus after scontrol reconfigure: %s", alertList(as))
 	// A restart mends it: classic, jobs still running, no alarm.
-	c.RestartCtld("NO_FAIR_TREE")
+	saved := c.RestartCtld("NO_FAIR_TREE")
 	s.waitScrape("formula drift gone after the restart", 4*time.Minute, func(m map[string]float64) bool {
 		f, _, _ := driftBeyond(m, name)
 		_, mismatch := m[series("slurmdbd_fairshare_algorithm_mismatch", "slurm_cluster", name, "configured", "classic", "applied", "classic")]
-		return f == 0 && mismatch
+		return (f == 0 || !saved) && mismatch
 	})
 	prom.waitAlerts("formula alerts resolved after the restart", time.Minute, func(as []promAlert) bool {
 		f := firing(as)
-		return !f["FairshareDriftHigh"] && !f["PriorityConfigMismatch"] && !f["FairshareRankMismatch"]
+		return !f["PriorityConfigMismatch"] && (!saved || !f["FairshareDriftHigh"] && !f["FairshareRankMismatch"])
 	})
 	// nothing else drifts: the restart kept the state
 	m, _ = s.scrape()
-	if f, u, which := driftBeyond(m, name); f+u > 0 {
+	switch f, u, which := driftBeyond(m, name); {
+	case !saved:
+		// slurmctld found a lock held as it shut down and saved nothing
+		// (slurmharness.savedState): the usage it charged since its
+		// last checkpoint is gone, a real loss, not the event this
+		// step is for
+		t.Logf("slurmctld saved no state on the way out: drift %v (a real loss); largest drifts %v, bounds %v", which, maxDrift(m, name), driftBounds(m, name))
+	case f+u > 0:
 		t.Errorf("after slurmctld's restart with its state kept: %v; largest drifts %v, bounds %v; usage %v", which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name))
 	}
 
