@@ -23,6 +23,8 @@ import (
 // a one-hour half-life, a moment 43 days back (rows after it would weigh
 // e^709 and more) gives usage, not an error. With the hours before the
 // moment purged, the day rows stand in for them, and a problem says so.
+// With last_ran rewound inside the last rolled hour, as slurmdbd does on
+// a late job record, that hour counts from the jobs, not the rows too.
 func TestRebuildAtMoment(t *testing.T) {
 	ctx := context.Background()
 	const months = 3
@@ -80,13 +82,13 @@ func TestRebuildAtMoment(t *testing.T) {
 		// reference's at this half-life
 		{"43 d 35 min before", hour, genEnd.AddDate(0, 0, -43).Add(-35 * time.Minute), 0.1},
 	} {
-		compare(m.name, m.p, m.at, usageAt(t, g, m.p, m.at), 3, m.tolerance)
+		compare(m.name, m.p, m.at, usageAt(t, g, m.p, m.at, m.at), 3, m.tolerance)
 	}
 
 	// PurgeUsageAfter=20days: the day holding the moment is counted from
 	// its day row, spread evenly up to the moment's hour.
 	at := genEnd.AddDate(0, 0, -30).Add(-35 * time.Minute)
-	ref := usageAt(t, g, week, at)
+	ref := usageAt(t, g, week, at, at)
 	purged := startOf(genEnd.AddDate(0, 0, -20).Unix(), time.UTC, false)
 	if _, err := g.root.ExecContext(ctx, "DELETE FROM `"+g.c.Name+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
 		t.Fatal(err)
@@ -101,18 +103,34 @@ func TestRebuildAtMoment(t *testing.T) {
 			t.Errorf("hours purged past the moment: problems %v, want one naming the purge", snap.Problems)
 		}
 	}
+
+	// A late job record (a restarted slurmctld sends some) makes slurmdbd
+	// set last_ran to the record's time, inside the last rolled hour
+	// (as_mysql_job.c); its next rollup redoes that hour. The hour's rows
+	// hold all of it already: counted with the jobs after last_ran, a
+	// soak restarting slurmctld across an hour had 72 s of its running
+	// jobs twice. A 1-minute PriorityCalcPeriod keeps the passes within
+	// 1.2% of the reference's continuous decay.
+	rewound := genEnd.Add(-25 * time.Minute)
+	if _, err := g.root.ExecContext(ctx, "UPDATE `"+g.c.Name+"_last_ran_table` SET hourly_rollup = ?, daily_rollup = ?, monthly_rollup = ?", rewound.Unix(), rewound.Unix(), rewound.Unix()); err != nil {
+		t.Fatal(err)
+	}
+	minute := fairshare.Passes{HalfLife: 3600, Period: 60, ChargeJobEnd: true}
+	at = genEnd.Add(5 * time.Minute)
+	compare("5 min after the last rollup, last_ran rewound 35 min into its hour", minute, at, usageAt(t, g, minute, at, rewound), 3, 0.02)
 }
 
 // usageAt is the reference for TestRebuildAtMoment: billing usage per
-// id_assoc at at, from the hour rows that ended by at and the jobs'
-// seconds from at's hour on (the hour rows after it are not rolled up yet
-// at at), each second decayed by d^(at−t).
-func usageAt(t *testing.T, g generated, p fairshare.Passes, at time.Time) map[uint32]float64 {
+// id_assoc at at, from the hour rows that ended by the hour of rolled and
+// the jobs' seconds from that hour on (the hour rows after it are not
+// rolled up yet at at, or are to be rolled again), each second decayed by
+// d^(at−t).
+func usageAt(t *testing.T, g generated, p fairshare.Passes, at, rolled time.Time) map[uint32]float64 {
 	t.Helper()
 	ctx := context.Background()
 	d := p.D()
 	T := float64(at.Unix())
-	hour := float64(at.Unix() / 3600 * 3600) // UTC hours
+	hour := float64(rolled.Unix() / 3600 * 3600) // UTC hours
 	// decayed is ∫ d^(T−t) dt over [a, b)
 	decayed := func(a, b float64) float64 {
 		if b <= a {

@@ -54,10 +54,18 @@ func (c Cluster) LastRan(ctx context.Context) (LastRan, error) {
 // asOf is the rollups as they stood at t, in zone loc: a period is rolled
 // up only after it ends, so the rows and watermarks of later rollups must
 // not count at a moment before them (check --at, explain --at).
+//
+// A last_ran inside a period counts from the period's start. slurmdbd
+// writes one there in two cases: a new cluster's first event, and a
+// late job record, which rewinds last_ran to the record's time
+// (as_mysql_job.c, trigger_reroll; a restarted slurmctld sends them).
+// Its next rollup starts from the period that time falls in. Until then
+// that period's rows hold what the last rollup knew, all of the period,
+// so they are not counted; the jobs are.
 func (l LastRan) asOf(t int64, loc *time.Location) LastRan {
-	l.Hourly = min(l.Hourly, hourStart(t, loc))
-	l.Daily = min(l.Daily, startOf(t, loc, false))
-	l.Monthly = min(l.Monthly, startOf(t, loc, true))
+	l.Hourly = min(hourStart(l.Hourly, loc), hourStart(t, loc))
+	l.Daily = min(startOf(l.Daily, loc, false), startOf(t, loc, false))
+	l.Monthly = min(startOf(l.Monthly, loc, true), startOf(t, loc, true))
 	return l
 }
 
