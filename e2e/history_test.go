@@ -109,7 +109,7 @@ func historyFidelity(t *testing.T, enforce, halfLife string, target float64, bou
 	var reset func(at float64) float64
 	capture := func(event string) {
 		t.Helper()
-		code, rep, stderr := checkJSON(t, "--dsn-file", dsn, "--slurm-conf", c.Conf)
+		code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsn, "--slurm-conf", c.Conf)
 		worst, which, over, all := fidelityOf(rep, reset, float64(time.Now().Unix()), target)
 		t.Logf("%s: exit %d %v; worst %.3f%% (%s); %s %s", event, code, rep.Summary.Counts, 100*worst, which, strings.Join(all, ", "), strings.TrimSpace(stderr))
 		switch {
@@ -159,7 +159,7 @@ func historyFidelity(t *testing.T, enforce, halfLife string, target float64, bou
 	idle()
 	capture("jobs, then idle")
 
-	_, before, _ := checkJSON(t, "--dsn-file", dsn, "--slurm-conf", c.Conf)
+	_, before, _ := checkJSON(t, c.Env(), "--dsn-file", dsn, "--slurm-conf", c.Conf)
 	bob, at := usageOf(before, "phys", "bob"), float64(time.Now().Unix())
 	d := 1 - 0.693/halfLifeSeconds(t, halfLife)
 	reset = func(now float64) float64 { return bob * math.Pow(d, now-at) }

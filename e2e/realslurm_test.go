@@ -316,7 +316,7 @@ func replay(t *testing.T, capture []byte, args ...string) *drift.Report {
 	if err := os.WriteFile(f, capture, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, rep, stderr := checkJSON(t, append([]string{"--sshare-file", f}, args...)...)
+	code, rep, stderr := checkJSON(t, nil, append([]string{"--sshare-file", f}, args...)...)
 	if code == exitError {
 		t.Fatalf("check exited %d: %s", code, stderr)
 	}
@@ -465,13 +465,14 @@ func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 // SELECT-only user, sshare run by check itself.
 func runDatabaseCheck(t *testing.T, c *slurmharness.Cluster) (code int, rep drift.Report, stderr string) {
 	t.Helper()
-	return checkJSON(t, "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf)
+	return checkJSON(t, c.Env(), "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf)
 }
 
-// checkJSON runs the check command with args and decodes its JSON report.
-func checkJSON(t *testing.T, args ...string) (code int, rep drift.Report, stderr string) {
+// checkJSON runs the check command with args in env (nil: this process's;
+// a cluster's Env carries its time zone) and decodes its JSON report.
+func checkJSON(t *testing.T, env []string, args ...string) (code int, rep drift.Report, stderr string) {
 	t.Helper()
-	code, out, stderr := runExporter(t, append([]string{"check", "--output", "json"}, args...)...)
+	code, out, stderr := runExporterEnv(t, env, append([]string{"check", "--output", "json"}, args...)...)
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("check %v exited %d: %v\n%s\n%s", args, code, err, out, stderr)
 	}

@@ -124,8 +124,11 @@ func pct(v []float64, p float64) string {
 // with a 1-minute PriorityCalcPeriod: a job wider than half the cluster
 // and a long narrow one all along, short jobs that end inside one pass and
 // jobs that end across one every 45 s, two jobs pending behind them
-// (explain --job against sprio), an on-demand rollup and a slurmctld
-// restart with its state kept.
+// (explain --job against sprio), an on-demand rollup of the last hour and
+// a slurmctld restart with its state kept. The cluster's hourly rollup
+// falls before both (Config.HourAt): slurmctld, restarted, sends the ends
+// of jobs it still holds again, and slurmdbd rewinds last_ran to one from
+// before the rollup (as_mysql_job.c), inside the rolled hour.
 type soakWorkload struct {
 	c                 *slurmharness.Cluster
 	start             time.Time
@@ -134,6 +137,9 @@ type soakWorkload struct {
 	rolledUp, restart bool
 	// Restarted is when slurmctld was restarted (zero: not yet).
 	Restarted time.Time
+	// rewound is the late record's time slurmdbd rewound last_ran to
+	// after the restart (zero: none seen).
+	rewound time.Time
 	// Lost: slurmctld saved no state as it stopped (a lock was held,
 	// slurmharness.savedState) and came back with its last checkpoint's
 	// usage. What it lost is then a real fault, rightly flagged.
@@ -163,15 +169,24 @@ func (w *soakWorkload) step(t *testing.T) {
 	}
 	if el := now.Sub(w.start); !w.rolledUp && el > w.duration*2/5 {
 		w.rolledUp = true
-		to := now.Truncate(time.Hour)
+		// sacctmgr reads local times: the cluster's hours
+		loc := w.c.Location()
+		lt := now.In(loc)
+		to := time.Date(lt.Year(), lt.Month(), lt.Day(), lt.Hour(), 0, 0, 0, loc)
 		w.c.MustRun("sacctmgr", "-i", "rollup", to.Add(-time.Hour).Format("2006-01-02T15:04:05"), to.Format("2006-01-02T15:04:05"))
-		t.Logf("soak: sacctmgr rollup at %s", now.Format(time.TimeOnly))
+		t.Logf("soak: sacctmgr rollup at %s of the hour to %s", now.Format(time.TimeOnly), to.Format(time.TimeOnly+" MST"))
 	}
 	if el := now.Sub(w.start); !w.restart && el > w.duration*3/5 {
 		w.restart = true
 		w.Lost = !w.c.RestartCtld("")
 		w.Restarted = time.Now()
 		t.Logf("soak: slurmctld restarted at %s, its state lost: %v", w.Restarted.Format(time.TimeOnly), w.Lost)
+	}
+	if !w.Restarted.IsZero() && w.rewound.IsZero() {
+		if ran, err := w.c.HourlyRollup(); err == nil && ran.In(w.c.Location()).Format("04:05") != "00:00" {
+			w.rewound = ran
+			t.Logf("soak: slurmdbd rewound last_ran to %s, inside the hour it had rolled", ran.In(w.c.Location()).Format(time.TimeOnly+" MST"))
+		}
 	}
 }
 
@@ -210,7 +225,7 @@ func checkSprioRanges(t *testing.T, c *slurmharness.Cluster, dsnFile, hidden str
 		t.Logf("explain --job against sprio: %d job partitions, each factor and priority checked against explain's ranges", compared)
 	}()
 	for _, id := range jobs {
-		code, out, errOut := runExporter(t, "explain", "--job", id, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden,
+		code, out, errOut := runExporterEnv(t, c.Env(), "explain", "--job", id, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden,
 			"--reported.source", "none", "--output", "json")
 		var exps []soakExplain
 		if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil {
@@ -268,7 +283,7 @@ func hiddenCheck(t *testing.T, c *slurmharness.Cluster, dsnFile, hidden string, 
 		flag = t.Logf
 	}
 	start := time.Now()
-	code, rep, stderr := checkJSON(t, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden)
+	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden)
 	phase := rep.Phase
 	if phase == nil {
 		phase = &drift.Phase{}

@@ -315,6 +315,9 @@ func (c *Cluster) chrootCommand(ctx context.Context, userspec, name string, args
 	cmd := exec.CommandContext(ctx, "/usr/sbin/chroot", append(pre, args...)...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8", "SLURM_CONF=" + c.in("slurm.conf"),
 		"MYSQL_UNIX_PORT=" + c.in("my.sock")}
+	if !c.cfg.HourAt.IsZero() {
+		cmd.Env = append(cmd.Env, "TZ="+c.in(zoneFile))
+	}
 	return cmd
 }
 

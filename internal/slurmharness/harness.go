@@ -74,6 +74,11 @@ type Config struct {
 	Priority []string
 	// Extra lines appended to slurm.conf.
 	Extra []string
+	// HourAt, if set, starts a local hour in the cluster's time zone
+	// (TZ for its daemons, its commands and Env). slurmdbd rolls usage
+	// up at each local hour, so a test has the hourly rollup fall
+	// where it needs it, not wait for the clock's. Whole minutes.
+	HourAt time.Time
 }
 
 // Cluster is a running Slurm cluster on this host.
@@ -157,6 +162,9 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if !cfg.HourAt.IsZero() {
+		c.writeZone(cfg.HourAt)
 	}
 	if root != "" {
 		// before the database and the daemons: the mounts go last
@@ -356,7 +364,50 @@ func (c *Cluster) Env() []string {
 	if c.root != "" {
 		env = append(env, "PATH="+c.binDir()+":"+os.Getenv("PATH"))
 	}
+	if !c.cfg.HourAt.IsZero() {
+		env = append(env, "TZ="+filepath.Join(c.Dir, zoneFile))
+	}
 	return env
+}
+
+// zoneFile is the cluster's time zone (Config.HourAt), in Dir.
+const zoneFile = "zone"
+
+// writeZone compiles a zone whose offset from UTC makes at start a local
+// hour (zic: glibc and Go read the file TZ names).
+func (c *Cluster) writeZone(at time.Time) {
+	if at.Unix()%60 != 0 {
+		c.t.Fatalf("HourAt %v: whole minutes only", at)
+	}
+	east := (3600 - at.Unix()%3600) % 3600
+	src := filepath.Join(c.Dir, "zone.zi")
+	rule := fmt.Sprintf("Zone\tHourAt\t0:%02d\t-\tHAT\n", east/60)
+	if err := os.WriteFile(src, []byte(rule), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	out, err := exec.Command("zic", "-d", c.Dir, src).CombinedOutput()
+	if err == nil {
+		err = os.Rename(filepath.Join(c.Dir, "HourAt"), filepath.Join(c.Dir, zoneFile))
+	}
+	if err != nil {
+		c.t.Fatalf("zic: %v\n%s", err, out)
+	}
+}
+
+// Location is the cluster's time zone: slurmdbd's hours are its hours.
+func (c *Cluster) Location() *time.Location {
+	if c.cfg.HourAt.IsZero() {
+		return time.Local
+	}
+	b, err := os.ReadFile(filepath.Join(c.Dir, zoneFile))
+	if err == nil {
+		var loc *time.Location
+		if loc, err = time.LoadLocationFromTZData("HourAt", b); err == nil {
+			return loc
+		}
+	}
+	c.t.Fatalf("the cluster's zone: %v", err)
+	return nil
 }
 
 // command runs a Slurm program for this cluster: from PATH on the host,

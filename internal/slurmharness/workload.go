@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -98,6 +99,33 @@ func (c *Cluster) WaitDecayPass() {
 			return fmt.Errorf("priority_last_decay_ran unchanged")
 		}
 		return nil
+	})
+}
+
+// HourlyRollup is slurmdbd's last_ran_table hourly_rollup: what it has
+// rolled up to, or the time of a late record it rewound it to.
+func (c *Cluster) HourlyRollup() (time.Time, error) {
+	out, err := c.SQL(fmt.Sprintf("SELECT hourly_rollup FROM slurm_acct_db.`%s_last_ran_table`", c.Name))
+	if err != nil {
+		return time.Time{}, err
+	}
+	sec, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last_ran_table: %q: %w", out, err)
+	}
+	return time.Unix(sec, 0), nil
+}
+
+// WaitHourlyRollup waits until slurmdbd's own hourly rollup has rolled
+// usage up to to (Config.HourAt puts a local hour there), within d.
+func (c *Cluster) WaitHourlyRollup(to time.Time, d time.Duration) {
+	c.t.Helper()
+	c.waitFor("the hourly rollup to "+to.Format(time.TimeOnly), d, func() error {
+		ran, err := c.HourlyRollup()
+		if err == nil && ran.Before(to) {
+			err = fmt.Errorf("last_ran %v", ran)
+		}
+		return err
 	})
 }
 
