@@ -76,7 +76,11 @@ func TestHistoryFidelity(t *testing.T) {
 }
 
 func historyFidelity(t *testing.T, enforce, halfLife string, target float64, boundOnly bool) {
-	c := slurmharness.Start(t, slurmharness.Config{Enforce: enforce, HalfLife: halfLife, CPUs: 1024, Extra: []string{"DebugFlags=Priority"}})
+	// slurmdbd's hourly rollup 9 minutes in, between the reconfigure's
+	// jobs and the first restart, which sends their ends again: the
+	// captures after it read rolled-up hours, then a rewound one
+	hourAt := time.Now().Add(9 * time.Minute).Truncate(time.Minute)
+	c := slurmharness.Start(t, slurmharness.Config{Enforce: enforce, HalfLife: halfLife, CPUs: 1024, Extra: []string{"DebugFlags=Priority"}, HourAt: hourAt})
 	for _, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
 		c.EnsureUnixUser(u)
 	}
@@ -111,7 +115,9 @@ func historyFidelity(t *testing.T, enforce, halfLife string, target float64, bou
 		t.Helper()
 		code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsn, "--slurm-conf", c.Conf)
 		worst, which, over, all := fidelityOf(rep, reset, float64(time.Now().Unix()), target)
-		t.Logf("%s: exit %d %v; worst %.3f%% (%s); %s %s", event, code, rep.Summary.Counts, 100*worst, which, strings.Join(all, ", "), strings.TrimSpace(stderr))
+		ran, _ := c.HourlyRollup()
+		t.Logf("%s (last_ran %s, hourly rollup at %s): exit %d %v; worst %.3f%% (%s); %s %s", event, ran.Format(time.TimeOnly), hourAt.Format(time.TimeOnly),
+			code, rep.Summary.Counts, 100*worst, which, strings.Join(all, ", "), strings.TrimSpace(stderr))
 		switch {
 		case boundOnly && restarted:
 			// raw usage only: the reset moves the factors of bob's
