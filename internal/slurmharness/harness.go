@@ -103,6 +103,9 @@ type Cluster struct {
 	// the daemons see it.
 	root, inDir string
 
+	// loc is the zone of Config.HourAt (nil: the host's)
+	loc *time.Location
+
 	mu    sync.Mutex
 	procs map[string]*exec.Cmd
 }
@@ -374,12 +377,14 @@ func (c *Cluster) Env() []string {
 const zoneFile = "zone"
 
 // writeZone compiles a zone whose offset from UTC makes at start a local
-// hour (zic: glibc and Go read the file TZ names).
+// hour (zic: glibc and Go read the file TZ names), and keeps it as the
+// cluster's Location.
 func (c *Cluster) writeZone(at time.Time) {
 	if at.Unix()%60 != 0 {
 		c.t.Fatalf("HourAt %v: whole minutes only", at)
 	}
 	east := (3600 - at.Unix()%3600) % 3600
+	c.loc = time.FixedZone("HAT", int(east))
 	src := filepath.Join(c.Dir, "zone.zi")
 	rule := fmt.Sprintf("Zone\tHourAt\t0:%02d\t-\tHAT\n", east/60)
 	if err := os.WriteFile(src, []byte(rule), 0o644); err != nil {
@@ -396,18 +401,10 @@ func (c *Cluster) writeZone(at time.Time) {
 
 // Location is the cluster's time zone: slurmdbd's hours are its hours.
 func (c *Cluster) Location() *time.Location {
-	if c.cfg.HourAt.IsZero() {
+	if c.loc == nil {
 		return time.Local
 	}
-	b, err := os.ReadFile(filepath.Join(c.Dir, zoneFile))
-	if err == nil {
-		var loc *time.Location
-		if loc, err = time.LoadLocationFromTZData("HourAt", b); err == nil {
-			return loc
-		}
-	}
-	c.t.Fatalf("the cluster's zone: %v", err)
-	return nil
+	return c.loc
 }
 
 // command runs a Slurm program for this cluster: from PATH on the host,
