@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // database are the flags of check's database mode, which a DSN turns on.
@@ -26,6 +29,10 @@ type database struct {
 	driftFlags
 	atFlag
 	Cluster string `help:"Cluster to check (default: slurm.conf's ClusterName)."`
+	// A replay of a capture needs what a live run asks slurmctld: its
+	// boot orders tied Fair Tree siblings and says which finished jobs'
+	// tails fell at passes of the boot whose phase is known.
+	SlurmctldConfigFile string `name:"slurmctld.config-file" type:"existingfile" help:"With --sshare-file: the output of 'scontrol show config' saved with it, whose BOOT_TIME is read as a live run reads it from scontrol (without it, slurmctld's boot is unknown)."`
 	// PhaseWait: without a readable priority_last_decay_ran, check reads
 	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
 	// most), so that usage is judged against a few seconds of charge
@@ -52,7 +59,10 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if c.At != "" && len(c.SshareFile) == 0 {
 		return errors.New("--at: sshare reports the present; give --sshare-file taken at that moment")
 	}
-	at, err := parseAt(c.At, time.Now())
+	if c.SlurmctldConfigFile != "" && len(c.SshareFile) == 0 {
+		return errors.New("--slurmctld.config-file: a live run asks slurmctld; give it with the --sshare-file it was saved with")
+	}
+	at, window, err := parseAtWindow(c.At, time.Now())
 	if err != nil {
 		return err
 	}
@@ -62,15 +72,25 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	}
 	conf := set.conf
 	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log}
-	if len(c.SshareFile) == 0 {
-		// slurmctld's boot time orders tied Fair Tree siblings as it
-		// does; without it (sshare output from a file) ties allow their
-		// rank range
+	// slurmctld's boot time orders tied Fair Tree siblings as it does;
+	// without it (sshare output from a file alone) ties allow their rank
+	// range
+	switch {
+	case len(c.SshareFile) == 0:
 		e.BootTime = c.bootTime(c.SlurmConf)
+	case c.SlurmctldConfigFile != "":
+		boot, err := readBootTime(c.SlurmctldConfigFile)
+		if err != nil {
+			return err
+		}
+		e.BootTime = func(context.Context) (time.Time, error) { return boot, nil }
 	}
 	reported, read, passRaw, gap, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
 	if err != nil {
 		return err
+	}
+	if read == nil {
+		read = window
 	}
 	if read != nil {
 		at = read[0].Add(read[1].Sub(read[0]) / 2)
@@ -197,4 +217,16 @@ func (c *checkCmd) phaseWait(conf *slurmconf.Config) (time.Duration, error) {
 		return 0, fmt.Errorf("--phase.wait %q: expected auto or a duration >= 0", c.PhaseWait)
 	}
 	return d, nil
+}
+
+// readBootTime is BOOT_TIME from a saved `scontrol show config`.
+func readBootTime(name string) (time.Time, error) {
+	b, _, err := regular.Read(name, sshare.MaxBytes)
+	if err == nil {
+		var boot time.Time
+		if boot, err = sshare.ParseBootTime(bytes.NewReader(b)); err == nil {
+			return boot, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--slurmctld.config-file %s: %w", name, err)
 }

@@ -159,6 +159,8 @@ func TestCheckExitCodes(t *testing.T) {
 	// A FairShare changed by hand: drift, exit 1.
 	tampered := write("tampered.txt", strings.Replace(string(readTestdata(t, "slurm-24.11/sshare-a-l-P.txt")), "|0.777778|", "|0.666667|", 1))
 	malformed := write("malformed.txt", "Account|User|RawShares|NormShares|RawUsage\nroot|||0.000000|abc\n")
+	// database mode's bad input, named before any database is opened
+	db := []string{"check", "--dsn-file", write("dsn", "u:p@tcp(127.0.0.1:1)/db"), "--slurm-conf", "testdata/slurm-24.11/slurm.conf"}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -174,6 +176,10 @@ func TestCheckExitCodes(t *testing.T) {
 		{"auto without header", []string{"check", "--sshare-file", "testdata/slurm-24.11/sshare-a-l-P-n.txt"}, 2, "header"},
 		{"malformed", []string{"check", "--sshare-file", malformed}, 2, "line 2"},
 		{"no command", nil, 2, ""},
+		{"read window backwards", append(db, "--sshare-file", good, "--at", "1764000010/1764000000"), 2, "END not before START"},
+		{"read window half", append(db, "--sshare-file", good, "--at", "1764000000/"), 2, "START/END"},
+		{"slurmctld config without sshare file", append(db, "--slurmctld.config-file", good), 2, "--slurmctld.config-file: a live run asks slurmctld"},
+		{"slurmctld config without BOOT_TIME", append(db, "--sshare-file", good, "--slurmctld.config-file", good), 2, "sshare-a-l-P.txt: no BOOT_TIME: expected the output of 'scontrol show config'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runCLI(t, tc.args...)

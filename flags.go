@@ -122,7 +122,7 @@ func (m *mauiFlags) validate() error {
 
 // atFlag is the moment check and explain compute for.
 type atFlag struct {
-	At string `help:"Compute as of this moment: unix seconds or RFC 3339 (default: now); usage recorded after it is not counted. check compares it with an --sshare-file taken at that moment."`
+	At string `help:"Compute as of this moment: unix seconds or RFC 3339 (default: now); usage recorded after it is not counted. check compares it with an --sshare-file taken at that moment, and takes START/END too: the moments the file was read between (as a live read's, whose middle is the moment, and which a decay pass may have fallen in)."`
 }
 
 func (d *driftFlags) validate() error {
@@ -187,14 +187,32 @@ func parseAt(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return now, nil
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.Unix(n, 0), nil
+	if n, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "eEnN") {
+		return time.Unix(0, int64(n*1e9)), nil
 	}
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("--at %q: expected unix seconds or RFC 3339 (2026-11-22T04:00:00Z)", s)
 	}
 	return t, nil
+}
+
+// parseAtWindow is parseAt, or for START/END the middle of the two and
+// the window itself (nil for one moment).
+func parseAtWindow(s string, now time.Time) (time.Time, *[2]time.Time, error) {
+	from, to, ok := strings.Cut(s, "/")
+	if !ok {
+		at, err := parseAt(s, now)
+		return at, nil, err
+	}
+	start, err := parseAt(from, now)
+	if err == nil && from != "" && to != "" {
+		var end time.Time
+		if end, err = parseAt(to, now); err == nil && !end.Before(start) {
+			return start.Add(end.Sub(start) / 2), &[2]time.Time{start, end}, nil
+		}
+	}
+	return time.Time{}, nil, fmt.Errorf("--at %q: expected a moment, or START/END with END not before START (each unix seconds or RFC 3339)", s)
 }
 
 func loadSlurmConf(path string) (*slurmconf.Config, error) {

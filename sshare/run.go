@@ -168,27 +168,33 @@ func clientEnv(env []string, slurmConf string) []string {
 // database's order and appends later ones.
 func BootTime(ctx context.Context, slurmConf string) (time.Time, error) {
 	var boot time.Time
-	read := func(r io.Reader) error {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, maxLine)
-		for sc.Scan() {
-			k, v, ok := strings.Cut(sc.Text(), "=")
-			if ok && strings.TrimSpace(k) == "BOOT_TIME" {
-				t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), time.Local)
-				if err != nil {
-					return fmt.Errorf("BOOT_TIME %q: %w", strings.TrimSpace(v), err)
-				}
-				boot = t
-				return nil
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return err
-		}
-		return errors.New("no BOOT_TIME")
+	read := func(r io.Reader) (err error) {
+		boot, err = ParseBootTime(r)
+		return err
 	}
 	if err := runClient(ctx, slurmConf, MaxBytes, read, "scontrol", "show", "config"); err != nil {
 		return time.Time{}, err
 	}
 	return boot, nil
+}
+
+// ParseBootTime reads BOOT_TIME from the output of `scontrol show config`,
+// in local time as scontrol prints it.
+func ParseBootTime(r io.Reader) (time.Time, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, maxLine)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if ok && strings.TrimSpace(k) == "BOOT_TIME" {
+			t, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), time.Local)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("BOOT_TIME %q: %w", strings.TrimSpace(v), err)
+			}
+			return t, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return time.Time{}, err
+	}
+	return time.Time{}, errors.New("no BOOT_TIME: expected the output of 'scontrol show config'")
 }

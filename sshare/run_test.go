@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRun: the text listing parsed as sshare prints it; sshare's own
@@ -43,5 +44,26 @@ func TestRun(t *testing.T) {
 	fakeSshare(t, "echo 'Account|User|RawShares'\necho 'root|x|y|z'\n")
 	if _, err := Run(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "output of sshare -a -l -P -m") {
 		t.Errorf("output that does not parse: %v", err)
+	}
+}
+
+// TestParseBootTime reads BOOT_TIME from real 24.11.7's `scontrol show
+// config` (testdata/slurm-24.11), in local time as scontrol prints it,
+// and names what it expected when there is none.
+func TestParseBootTime(t *testing.T) {
+	f, err := os.Open("../testdata/slurm-24.11/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := ParseBootTime(f)
+	if want := time.Date(2026, 11, 22, 3, 40, 25, 0, time.Local); err != nil || !got.Equal(want) {
+		t.Errorf("BOOT_TIME: %v, %v; want %v", got, err, want)
+	}
+	if _, err := ParseBootTime(strings.NewReader("ClusterName = x\n")); err == nil || !strings.Contains(err.Error(), "scontrol show config") {
+		t.Errorf("no BOOT_TIME: error %v, want one naming scontrol show config", err)
+	}
+	if _, err := ParseBootTime(strings.NewReader("BOOT_TIME = yesterday\n")); err == nil || !strings.Contains(err.Error(), "yesterday") {
+		t.Errorf("bad BOOT_TIME: error %v, want one quoting it", err)
 	}
 }
