@@ -5,18 +5,38 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 LDFLAGS := -X main.version=$(VERSION)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
-TESTFLAGS ?= -p 1 -count=1 -timeout 90m
+TESTFLAGS ?= -p 1 -count=1 -timeout 60m
+# LIVE: the tests that wait for real time on real Slurm (histories,
+# forecasts, rollups, sprio, the golden capture). make test replays their
+# recordings (testdata/recordings) instead; make test-live runs them and
+# make record rewrites the recordings from them.
+LIVE    := TestHistoryFidelity|TestForecastAgainstSshare|TestRealSlurmReplay|TestRealSlurmRollup|TestSprioRealSlurm
+# RECORDED: the live tests that write recordings, and their releases
+RECORDED := TestHistoryFidelity|TestRealSlurmRollup
+RELEASES ?= 22.05 24.11 26.05
 
-.PHONY: build test test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
+.PHONY: build test test-live record test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
-## test: every test, real Slurm 22.05 included (installs Debian's packages when missing; needs root)
+## test: every test but the long live ones: unit tests, the built binary end to end, the recordings of real Slurm 22.05, 24.11 and 26.05 replayed, and a live smoke of each release (serve, Prometheus with the shipped rules, check, faults; a 3-minute soak) (installs Debian's packages when missing; needs root)
 test:
 	$(GO) vet ./...
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
-	$(GO) test $(TESTFLAGS) ./...
+	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-3m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
+
+## test-live: the long live runs on real Slurm (histories, forecast against sshare, rollup, sprio, the golden capture; the soak for 10 minutes): before a release, and when rebuild, drift or phase code changes (docs/testing.md)
+test-live:
+	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-10m} $(GO) test -count=1 -timeout 120m -v -run '^($(LIVE)|TestServeRealSlurm)$$' ./e2e > test-live.log 2>&1; \
+	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)' test-live.log; exit $$status
+
+## record: rewrite testdata/recordings from the live tests that record, on each of RELEASES in turn (root; about 20 minutes a release)
+record:
+	@: > record.log; for r in $(RELEASES); do \
+		echo "recording on Slurm $$r"; \
+		SLURMDBD_EXPORTER_RECORD=1 SLURMDBD_EXPORTER_RELEASES=$$r $(GO) test -count=1 -timeout 60m -v -run '^($(RECORDED))$$' ./e2e >> record.log 2>&1 || status=1; \
+	done; grep -E '^(\s*--- |PASS|FAIL|ok)|recorded in' record.log; exit $${status:-0}
 
 ## test-short: unit tests only, no real Slurm
 test-short:

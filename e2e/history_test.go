@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,8 @@ import (
 // (jobs; idle; RawUsage=0 on one user; scontrol reconfigure to other
 // PriorityFlags; a slurmctld restart with a job running; an association
 // added while jobs run; a user removed after it had usage; a restart back
-// to Fair Tree) on real Slurm 22.05, and after each event compares the
+// to Fair Tree) on real Slurm (22.05; $SLURMDBD_EXPORTER_RELEASES names
+// others, make record runs each), and after each event compares the
 // database rebuild (check in database mode, the pass phase from the state
 // file) with slurmctld's RawUsage, association by association, for those
 // holding at least 1% of root's usage (docs/usage.md has the table).
@@ -52,35 +54,126 @@ import (
 // database cannot tell which jobs, so only the bound holds there.
 func TestHistoryFidelity(t *testing.T) {
 	t.Parallel()
-	type variant struct {
-		enforce, halfLife string
-		target            float64 // relative, outside the reset's chain
-		boundOnly         bool    // after a restart, only check's bound holds
-	}
-	variants := []variant{
-		{"associations,limits", "0-01:00:00", 0.005, false},
+	variants := []historyVariant{
+		{"limits-1h", "associations,limits", "0-01:00:00", 0.005, false},
 		// a site's half-life: what a pass's moment moves shrinks with
 		// the decay over one period
-		{"associations,limits", "7-00:00:00", 0.001, false},
+		{"limits-7d", "associations,limits", "7-00:00:00", 0.001, false},
 	}
 	if os.Getenv("SLURMDBD_EXPORTER_HISTORY") == "all" {
 		// and without limits: the tails' phase shows
-		variants = append(variants, variant{"associations", "7-00:00:00", 0.001, true})
+		variants = append(variants, historyVariant{"nolimits-7d", "associations", "7-00:00:00", 0.001, true})
 	}
-	for _, v := range variants {
-		t.Run(strings.ReplaceAll(v.enforce, ",", "+")+"/"+v.halfLife, func(t *testing.T) {
-			t.Parallel()
-			historyFidelity(t, v.enforce, v.halfLife, v.target, v.boundOnly)
+	for _, release := range liveReleases() {
+		for _, v := range variants {
+			t.Run(release+"/"+v.name, func(t *testing.T) {
+				t.Parallel()
+				historyFidelity(t, release, v)
+			})
+		}
+	}
+}
+
+// TestHistoryReplay judges every recorded history (make record: each
+// release's TestHistoryFidelity) capture by capture, as the live run
+// judged it, through the built binary on the captured database.
+func TestHistoryReplay(t *testing.T) {
+	t.Parallel()
+	r := newReplayer(t)
+	for _, dir := range recorded(t, "history") {
+		rel, _ := filepath.Rel(recordings, dir)
+		t.Run(rel, func(t *testing.T) {
+			var ev historyEvent
+			readEvent(t, dir, &ev)
+			m, err := slurmharness.ReadMoment(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, rep, stderr := r.check(t, dir)
+			ev.judge(t, m.Middle(), code, rep, stderr)
 		})
 	}
 }
 
-func historyFidelity(t *testing.T, enforce, halfLife string, target float64, boundOnly bool) {
+// liveReleases are the Slurm releases a live history runs on:
+// $SLURMDBD_EXPORTER_RELEASES (make record: all three), else the host's.
+func liveReleases() []string {
+	if r := os.Getenv("SLURMDBD_EXPORTER_RELEASES"); r != "" {
+		return strings.Fields(r)
+	}
+	return []string{"22.05"}
+}
+
+type historyVariant struct {
+	name, enforce, halfLife string
+	target                  float64 // relative, outside the reset's chain
+	boundOnly               bool    // after a restart, only check's bound holds
+}
+
+// historyEvent is what judging one moment of a history needs beyond
+// check's report; a recording keeps it beside the capture.
+type historyEvent struct {
+	Name      string  `json:"name"`
+	Target    float64 `json:"target"`
+	BoundOnly bool    `json:"bound_only"`
+	Restarted bool    `json:"restarted"`
+	// Lost: a restart found a slurmctld lock held as it shut down, so
+	// slurmctld saved nothing and came back with its last checkpoint's
+	// usage (slurmharness.savedState): a real loss check must flag
+	Lost bool `json:"lost"`
+	// Reset is bob's usage when slurmctld reset it (RawUsage=0), as the
+	// database rebuilt it, at ResetAt (unix seconds; 0: no reset yet):
+	// what his ancestors miss, decaying with HalfLife (seconds)
+	Reset    float64 `json:"reset,omitempty"`
+	ResetAt  float64 `json:"reset_at,omitempty"`
+	HalfLife float64 `json:"half_life"`
+}
+
+// judge fails t where check's report of the moment at does not hold what
+// the history pins (TestHistoryFidelity).
+func (ev historyEvent) judge(t *testing.T, at time.Time, code int, rep drift.Report, stderr string) {
+	t.Helper()
+	var reset func(float64) float64
+	if ev.ResetAt > 0 {
+		d := 1 - 0.693/ev.HalfLife
+		reset = func(now float64) float64 { return ev.Reset * math.Pow(d, now-ev.ResetAt) }
+	}
+	worst, which, over, all := fidelityOf(rep, reset, float64(at.UnixNano())/1e9, ev.Target)
+	t.Logf("%s: exit %d %v; worst %.3f%% (%s); %s %s", ev.Name, code, rep.Summary.Counts, 100*worst, which, strings.Join(all, ", "), strings.TrimSpace(stderr))
+	switch {
+	case ev.BoundOnly && ev.Restarted:
+		// raw usage only: the reset moves the factors of bob's
+		// siblings too
+		for _, e := range rep.Associations {
+			if e.Drift != nil && e.Allowed != nil && !onChain(e, "phys", "bob") && math.Abs(float64(e.Drift.RawUsage)) > float64(e.Allowed.RawUsage) {
+				t.Errorf("%s: %s/%s RawUsage %v off, allowed %v: the tails of jobs ended before the restart are outside check's bound", ev.Name, e.Account, e.User, e.Drift.RawUsage, e.Allowed.RawUsage)
+			}
+		}
+	case ev.Lost:
+		// slurmctld is what is wrong now: what it lost beyond the
+		// error check's unknowns explain must be flagged, the rest
+		// can only be logged
+		for _, e := range over {
+			off, allowed := math.Abs(float64(e.Drift.RawUsage)), math.Inf(1)
+			if e.Allowed != nil {
+				allowed = float64(e.Allowed.RawUsage)
+			}
+			t.Logf("%s: %s/%s lost by slurmctld: RawUsage off by %v, allowed %v, status %s", ev.Name, e.Account, e.User, off, allowed, e.Status)
+			if off > allowed && (e.Status != drift.StatusDrift || code != 1) {
+				t.Errorf("%s: %s/%s RawUsage off by %v (allowed %v) after slurmctld lost its state, and check did not flag it (status %s, exit %d)", ev.Name, e.Account, e.User, off, allowed, e.Status, code)
+			}
+		}
+	case worst > ev.Target:
+		t.Errorf("%s: RawUsage rebuilt %.3f%% off slurmctld's on %s (target %.1f%%)", ev.Name, 100*worst, which, 100*ev.Target)
+	}
+}
+
+func historyFidelity(t *testing.T, release string, v historyVariant) {
 	// slurmdbd's hourly rollup 9 minutes in, between the reconfigure's
 	// jobs and the first restart, which sends their ends again: the
 	// captures after it read rolled-up hours, then a rewound one
 	hourAt := time.Now().Add(9 * time.Minute).Truncate(time.Minute)
-	c := slurmharness.Start(t, slurmharness.Config{Enforce: enforce, HalfLife: halfLife, CPUs: 1024, Extra: []string{"DebugFlags=Priority"}, HourAt: hourAt})
+	c := slurmharness.Start(t, slurmharness.Config{Release: release, Enforce: v.enforce, HalfLife: v.halfLife, CPUs: 1024, Extra: []string{"DebugFlags=Priority"}, HourAt: hourAt})
 	for _, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
 		c.EnsureUnixUser(u)
 	}
@@ -95,55 +188,41 @@ func historyFidelity(t *testing.T, enforce, halfLife string, target float64, bou
 		{"add", "user", "erin", "account=bio", "fairshare=3"},
 	})
 	dsn := readerDSNFile(t, c)
-	restarted := false
-	// lost: a restart found a slurmctld lock held as it shut down, so
-	// slurmctld saved nothing and came back with its last checkpoint's
-	// usage (slurmharness.savedState): a real loss check must flag
-	lost := false
+	db := []string{"--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir()}
+	ev := historyEvent{Target: v.target, BoundOnly: v.boundOnly, HalfLife: halfLifeSeconds(t, v.halfLife)}
+	run := filepath.Join(recordings, "history", release, v.name)
+	if recording() {
+		if err := os.RemoveAll(run); err != nil {
+			t.Fatal(err)
+		}
+	}
 	restart := func(flags string) {
 		t.Helper()
-		restarted = true
+		ev.Restarted = true
 		if !c.RestartCtld(flags) {
-			lost = true
+			ev.Lost = true
 			t.Logf("slurmctld saved no state on the way out: from here on, what it lost must be flagged")
 		}
 	}
-	// reset is bob's usage when slurmctld reset it, as the database
-	// rebuilds it, decayed to the capture: what his ancestors miss
-	var reset func(at float64) float64
+	captures, replay := 0, replayerOn(c.DB)
 	capture := func(event string) {
 		t.Helper()
-		code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsn, "--slurm-conf", c.Conf)
-		worst, which, over, all := fidelityOf(rep, reset, float64(time.Now().Unix()), target)
+		ev.Name = event
+		code, rep, stderr := checkJSON(t, c.Env(), db...)
 		ran, _ := c.HourlyRollup()
-		t.Logf("%s (last_ran %s, hourly rollup at %s): exit %d %v; worst %.3f%% (%s); %s %s", event, ran.Format(time.TimeOnly), hourAt.Format(time.TimeOnly),
-			code, rep.Summary.Counts, 100*worst, which, strings.Join(all, ", "), strings.TrimSpace(stderr))
-		switch {
-		case boundOnly && restarted:
-			// raw usage only: the reset moves the factors of bob's
-			// siblings too
-			for _, e := range rep.Associations {
-				if e.Drift != nil && e.Allowed != nil && !onChain(e, "phys", "bob") && math.Abs(float64(e.Drift.RawUsage)) > float64(e.Allowed.RawUsage) {
-					t.Errorf("%s: %s/%s RawUsage %v off, allowed %v: the tails of jobs ended before the restart are outside check's bound", event, e.Account, e.User, e.Drift.RawUsage, e.Allowed.RawUsage)
-				}
-			}
-		case lost:
-			// slurmctld is what is wrong now: what it lost beyond the
-			// error check's unknowns explain must be flagged, the
-			// rest can only be logged
-			for _, e := range over {
-				off, allowed := math.Abs(float64(e.Drift.RawUsage)), math.Inf(1)
-				if e.Allowed != nil {
-					allowed = float64(e.Allowed.RawUsage)
-				}
-				t.Logf("%s: %s/%s lost by slurmctld: RawUsage off by %v, allowed %v, status %s", event, e.Account, e.User, off, allowed, e.Status)
-				if off > allowed && (e.Status != drift.StatusDrift || code != 1) {
-					t.Errorf("%s: %s/%s RawUsage off by %v (allowed %v) after slurmctld lost its state, and check did not flag it (status %s, exit %d)", event, e.Account, e.User, off, allowed, e.Status, code)
-				}
-			}
-		case worst > target:
-			t.Errorf("%s: RawUsage rebuilt %.3f%% off slurmctld's on %s (target %.1f%%)", event, 100*worst, which, 100*target)
+		t.Logf("%s: last_ran %s, hourly rollup at %s", event, ran.Format(time.TimeOnly), hourAt.Format(time.TimeOnly))
+		ev.judge(t, time.Now(), code, rep, stderr)
+		if !recording() {
+			return
 		}
+		captures++
+		dir := filepath.Join(run, fmt.Sprintf("%02d", captures))
+		m := recordEvent(t, c, dir, ev)
+		// the replay make test will run, judged as the live run was
+		code, replayed, stderr := replay.check(t, dir)
+		ev.judge(t, m.Middle(), code, replayed, stderr)
+		worst, which := computedApart(rep, replayed)
+		t.Logf("%s: recorded in %s; the replay computes within %.4f%% of root's usage of the live check (%s)", event, dir, 100*worst, which)
 	}
 	idle := func() {
 		t.Helper()
@@ -165,10 +244,8 @@ func historyFidelity(t *testing.T, enforce, halfLife string, target float64, bou
 	idle()
 	capture("jobs, then idle")
 
-	_, before, _ := checkJSON(t, c.Env(), "--dsn-file", dsn, "--slurm-conf", c.Conf)
-	bob, at := usageOf(before, "phys", "bob"), float64(time.Now().Unix())
-	d := 1 - 0.693/halfLifeSeconds(t, halfLife)
-	reset = func(now float64) float64 { return bob * math.Pow(d, now-at) }
+	_, before, _ := checkJSON(t, c.Env(), db...)
+	ev.Reset, ev.ResetAt = usageOf(before, "phys", "bob"), float64(time.Now().UnixNano())/1e9
 	c.Sacctmgr("modify", "user", "where", "name=bob", "cluster="+c.Name, "account=phys", "set", "RawUsage=0")
 	c.WaitDecayPass()
 	capture("RawUsage=0 on bob")

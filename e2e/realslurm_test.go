@@ -2,13 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -137,15 +134,7 @@ func TestRealSlurmReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	captures["assoc-lft.tsv"] = lft
-	dump, err := exec.Command("mariadb-dump", "--no-defaults", "-h127.0.0.1", fmt.Sprintf("-P%d", c.DB.Port), "-uroot", "--skip-dump-date", "slurm_acct_db").Output()
-	if err != nil {
-		t.Fatalf("mariadb-dump: %v", err)
-	}
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(dump)
-	zw.Close()
-	captures["slurm_acct_db.sql.gz"] = gz.String()
+	captures["slurm_acct_db.sql.gz"] = string(c.Dump())
 
 	if *update {
 		if err := os.MkdirAll(goldenDir, 0o755); err != nil {

@@ -80,6 +80,10 @@ func testRelease(t *testing.T, release string) {
 	up := func(src string) string { return series("slurmdbd_exporter_up", "source", src) }
 	// what the reported side gives, else no drift would be trivially true
 	aliceReported := series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", c.Name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")
+	// Prometheus evaluates the shipped rules (for: read in seconds) on
+	// serve on sshare: none fires while the cluster is healthy, UsageDrift
+	// does after a loss (releaseFaults)
+	prom := startPrometheus(t, strings.TrimPrefix(servers["sshare"].url, "http://"))
 	for name, s := range servers {
 		s.waitScrape(name+": reported source up", 90*time.Second, func(m map[string]float64) bool { return m[up("reported")] == 1 })
 	}
@@ -107,7 +111,12 @@ func testRelease(t *testing.T, release string) {
 		}
 	}
 
-	code, rep, stderr := checkJSONEnv(t, c.Env(), db...)
+	waitEvaluated(t, prom)
+	if seen := prom.alertsSince(watched); len(seen) > 0 {
+		t.Errorf("healthy cluster: Prometheus saw alerts %v", seen)
+	}
+
+	code, rep, stderr := checkJSON(t, c.Env(), db...)
 	t.Logf("database mode: %+v, largest drift %s, note %q", rep.Summary.Counts, rep.Summary.MaxDrift.String(), rep.Note)
 	if code != 0 || len(rep.Associations) == 0 {
 		t.Errorf("check in database mode: exit %d, %d associations: %s", code, len(rep.Associations), stderr)
@@ -122,7 +131,7 @@ func testRelease(t *testing.T, release string) {
 	if err := os.WriteFile(js, []byte(c.Sshare("--json", "-a", "-l", "-m")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, rep, stderr := checkJSONEnv(t, nil, "--sshare-file", js); code == exitError || len(rep.Associations) == 0 {
+	if code, rep, stderr := checkJSON(t, nil, "--sshare-file", js); code == exitError || len(rep.Associations) == 0 {
 		t.Errorf("check --sshare-file (sshare --json): exit %d, %d associations: %s", code, len(rep.Associations), stderr)
 	} else {
 		t.Logf("sshare --json replayed: exit %d, %+v", code, rep.Summary.Counts)
@@ -139,7 +148,7 @@ func testRelease(t *testing.T, release string) {
 	// Faults last, on the cluster found healthy above, watched by serve on
 	// sshare.
 	since = time.Now()
-	releaseFaults(t, c, servers["sshare"], db)
+	releaseFaults(t, c, servers["sshare"], prom, db)
 	t.Logf("faults in %v", time.Since(since).Round(time.Second))
 	t.Logf("release %s tested in %v", release, time.Since(begin).Round(time.Second))
 }
@@ -165,7 +174,7 @@ func testRelease(t *testing.T, release string) {
 // 24.11.5 and 26.05.5 check found every association ok again right after
 // the reconfigure, as if alice's reset had not outlived the old process
 // (the sshare line logged after it says).
-func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, db []string) {
+func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promServer, db []string) {
 	t.Helper()
 	rawUsage := series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", c.Name, "kind", "usage", "value", "raw_usage")
 	reportedAt := series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "reported")
@@ -199,7 +208,9 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, db []string
 	_, _, which := driftBeyond(m, c.Name)
 	t.Logf("RawUsage=0 for alice: flagged by serve after %v: %v; usage (computed, reported) %v",
 		time.Since(faulted).Round(time.Second), which, usagePairs(m, c.Name))
-	code, rep, stderr := checkJSONEnv(t, c.Env(), db...)
+	as := prom.waitAlerts("UsageDrift firing", 2*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
+	t.Logf("Prometheus after RawUsage=0: %s", alertList(as))
+	code, rep, stderr := checkJSON(t, c.Env(), db...)
 	flagged := notOK(rep)
 	t.Logf("check in database mode after RawUsage=0: exit %d, %+v, %v", code, rep.Summary.Counts, flagged)
 	if code != 1 || !slices.Contains(flagged, "phys/alice: drift") {
@@ -242,7 +253,7 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, db []string
 	f, _, which := driftBeyond(m, c.Name)
 	t.Logf("serve %v after scontrol reconfigure, its report read at %+.0f s: formula beyond tolerance %v %v, %v",
 		time.Since(reconfigured).Round(time.Second), m[reportedAt]-float64(reconfigured.Unix()), f, which, algorithms(m, c.Name))
-	code, rep, stderr = checkJSONEnv(t, c.Env(), db...)
+	code, rep, stderr = checkJSON(t, c.Env(), db...)
 	var formula []string
 	if rep.Formula != nil {
 		formula = notOK(*rep.Formula)
@@ -281,17 +292,6 @@ func algorithms(m map[string]float64, cluster string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// checkJSONEnv is checkJSON with env as the exporter's environment (nil:
-// this process's): in a chroot release, sshare is the wrapper on its PATH.
-func checkJSONEnv(t *testing.T, env []string, args ...string) (code int, rep drift.Report, stderr string) {
-	t.Helper()
-	code, out, stderr := runExporterEnv(t, env, append([]string{"check", "--output", "json"}, args...)...)
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("check %v exited %d: %v\n%s\n%s", args, code, err, out, stderr)
-	}
-	return code, rep, stderr
 }
 
 // logVersion logs the slurmrestd data_parser version serve detected.

@@ -3,13 +3,16 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 )
 
-// TestRealSlurmRollup checks the rollup path against real Slurm 22.05:
+// TestRealSlurmRollup checks the rollup path against real Slurm (22.05;
+// $SLURMDBD_EXPORTER_RELEASES for others):
 // jobs run and end, slurmdbd's own hourly rollup rolls their hour up (the
 // cluster's zone starts a local hour minutes after they start:
 // Config.HourAt), one job runs on across it, and check's database mode,
@@ -20,9 +23,33 @@ import (
 // AccountingStorageEnforce=limits (finished jobs charged to their end)
 // that is exact up to sshare's truncation to an integer.
 func TestRealSlurmRollup(t *testing.T) {
+	t.Parallel()
+	for _, release := range liveReleases() {
+		t.Run(release, func(t *testing.T) {
+			t.Parallel()
+			realSlurmRollup(t, release)
+		})
+	}
+}
+
+// TestRollupReplay judges every recorded rollup run (make record) as
+// TestRealSlurmRollup judged it live.
+func TestRollupReplay(t *testing.T) {
+	t.Parallel()
+	r := newReplayer(t)
+	for _, dir := range recorded(t, "rollup") {
+		rel, _ := filepath.Rel(recordings, dir)
+		t.Run(rel, func(t *testing.T) {
+			code, rep, stderr := r.check(t, dir)
+			judgeRollup(t, code, rep, stderr)
+		})
+	}
+}
+
+func realSlurmRollup(t *testing.T, release string) {
 	// the jobs below end within 3 minutes of the cluster's start
 	hour := time.Now().Add(4 * time.Minute).Truncate(time.Minute)
-	c := slurmharness.Start(t, slurmharness.Config{CPUs: 1024, HalfLife: "1000-0", Enforce: "associations,limits", HourAt: hour})
+	c := slurmharness.Start(t, slurmharness.Config{Release: release, CPUs: 1024, HalfLife: "1000-0", Enforce: "associations,limits", HourAt: hour})
 	loadTwoAccounts(c, "dave")
 	var ids []string
 	for _, j := range []struct {
@@ -41,7 +68,20 @@ func TestRealSlurmRollup(t *testing.T) {
 	if err != nil || rows != "4\n" {
 		t.Fatalf("the rollup at %v wrote billing rows for %q associations (%v), want the 4 users'", hour.Format(time.TimeOnly), rows, err)
 	}
-	code, rep, stderr := runDatabaseCheck(t, c)
+	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir())
+	judgeRollup(t, code, rep, stderr)
+	if recording() {
+		dir := filepath.Join(recordings, "rollup", release)
+		recordEvent(t, c, dir, struct{}{})
+		code, rep, stderr = replayerOn(c.DB).check(t, dir)
+		judgeRollup(t, code, rep, stderr)
+	}
+}
+
+// judgeRollup fails t where check's report after the rollup is not
+// slurmctld's usage.
+func judgeRollup(t *testing.T, code int, rep drift.Report, stderr string) {
+	t.Helper()
 	t.Logf("rollup path: %+v, largest drift %s", rep.Summary.Counts, rep.Summary.MaxDrift.String())
 	if code != 0 {
 		t.Errorf("check exited %d: %s", code, stderr)

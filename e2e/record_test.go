@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+)
+
+// Recordings: the live tests that wait for real time on real Slurm
+// (make test-live) write, with SLURMDBD_EXPORTER_RECORD=1 (make record),
+// a capture of the cluster at each moment they judge
+// (slurmharness.Capture) and what the judgement needs beside check's
+// report (event.json). make test replays every capture through the built
+// binary (check on the loaded dump, --at the moment sshare was read) and
+// judges it with the same code as the live run: the proof of hours of
+// real Slurm in seconds. testdata/recordings/README.md names the runs.
+const recordings = "../testdata/recordings"
+
+// recording reports whether this run writes recordings.
+func recording() bool { return os.Getenv("SLURMDBD_EXPORTER_RECORD") == "1" }
+
+// eventFile is a capture's judgement inputs, as the test wrote them.
+const eventFile = "event.json"
+
+// recordEvent captures the cluster into dir with ev beside it.
+func recordEvent(t *testing.T, c *slurmharness.Cluster, dir string, ev any) slurmharness.Moment {
+	t.Helper()
+	m := c.Capture(dir)
+	b, err := json.MarshalIndent(ev, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, eventFile), append(b, '\n'), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// readEvent reads a capture's event.json into ev.
+func readEvent(t *testing.T, dir string, ev any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, eventFile))
+	if err == nil {
+		err = json.Unmarshal(b, ev)
+	}
+	if err != nil {
+		t.Fatalf("recording %s: %v", dir, err)
+	}
+}
+
+// recorded lists the capture directories under testdata/recordings/dir
+// (a run: one directory of captures in the order taken, by name); under
+// CI=true, none is a failure: the recordings are committed.
+func recorded(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(recordings, dir), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == slurmharness.CaptureMoment {
+			out = append(out, filepath.Dir(p))
+		}
+		return err
+	})
+	if err != nil || len(out) == 0 {
+		t.Fatalf("no recordings in %s (%v): make record writes them", filepath.Join(recordings, dir), err)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// replayer loads captures into a MariaDB of its own (a database each)
+// and runs check on them as the live run did.
+type replayer struct {
+	db *mariadbtest.Server
+	mu sync.Mutex
+	n  int
+}
+
+func newReplayer(t *testing.T) *replayer { return &replayer{db: mariadbtest.Start(t, "")} }
+
+// replayerOn loads captures into an existing server (a live cluster's,
+// to replay what was just recorded).
+func replayerOn(db *mariadbtest.Server) *replayer { return &replayer{db: db} }
+
+// check loads dir's dump and runs check in database mode on it: the
+// captured sshare read at the captured moments, slurmctld's boot from
+// the captured scontrol show config, the captured pass phase and time
+// zone; args are added.
+func (r *replayer) check(t *testing.T, dir string, args ...string) (code int, rep drift.Report, stderr string) {
+	t.Helper()
+	m, err := slurmharness.ReadMoment(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.n++
+	name := fmt.Sprintf("replay%d", r.n)
+	r.mu.Unlock()
+	r.db.Load(name, filepath.Join(dir, slurmharness.CaptureDump))
+	r.db.CreateReader("replayer", "pw", name)
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(f string) string { return filepath.Join(abs, f) }
+	env := []string{"PATH=" + os.Getenv("PATH"), "TZ=" + in(slurmharness.CaptureZone)}
+	return checkJSON(t, env, append([]string{"--dsn-file", writeDSN(t, r.db.DSN("replayer", "pw", name)),
+		"--slurm-conf", in(slurmharness.CaptureSlurmConf), "--slurm.state-dir", in(slurmharness.CaptureState),
+		"--sshare-file", in(slurmharness.CaptureSshare), "--at", m.At(), "--slurmctld.config-file", in(slurmharness.CaptureConfig)}, args...)...)
+}
+
+// computedApart is the largest difference, relative to root's, between
+// two reports' computed RawUsage of one association, and which: a live
+// check and the replay of the capture taken right after it compute the
+// same moment but for the seconds between them.
+func computedApart(a, b drift.Report) (worst float64, which string) {
+	key := func(e drift.Entry) string { return strings.Join([]string{e.Account, e.User, e.Partition}, "/") }
+	got := map[string]float64{}
+	var root float64
+	for _, e := range b.Associations {
+		if e.Computed != nil {
+			got[key(e)] = float64(e.Computed.RawUsage)
+			if e.Depth == 0 {
+				root = float64(e.Computed.RawUsage)
+			}
+		}
+	}
+	for _, e := range a.Associations {
+		if e.Computed == nil || root <= 0 {
+			continue
+		}
+		g, ok := got[key(e)]
+		d := math.Abs(g-float64(e.Computed.RawUsage)) / root
+		if !ok {
+			d = math.Inf(1)
+		}
+		if d > worst {
+			worst, which = d, key(e)
+		}
+	}
+	return worst, which
+}
