@@ -36,7 +36,7 @@ record:
 	@: > record.log; for r in $(RELEASES); do \
 		echo "recording on Slurm $$r"; \
 		SLURMDBD_EXPORTER_RECORD=1 SLURMDBD_EXPORTER_RELEASES=$$r $(GO) test -count=1 -timeout 60m -v -run '^($(RECORDED))$$' ./e2e >> record.log 2>&1 || status=1; \
-	done; grep -E '^(\s*--- |PASS|FAIL|ok)|recorded in' record.log; exit $${status:-0}
+	done; ./scripts/recordings-readme.sh; grep -E '^(\s*--- |PASS|FAIL|ok)|recorded in' record.log; exit $${status:-0}
 
 ## test-short: unit tests only, no real Slurm
 test-short:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +81,9 @@ func TestHistoryFidelity(t *testing.T) {
 func TestHistoryReplay(t *testing.T) {
 	t.Parallel()
 	r := newReplayer(t)
+	var mu sync.Mutex
+	var flagged, losses int
+	var unflagged []string
 	for _, dir := range recorded(t, "history") {
 		rel, _ := filepath.Rel(recordings, dir)
 		t.Run(rel, func(t *testing.T) {
@@ -89,10 +93,69 @@ func TestHistoryReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			code, rep, stderr := r.check(t, dir)
+			l := r.load(t, dir)
+			code, rep, stderr := l.check(t, "")
 			ev.judge(t, m.Middle(), code, rep, stderr)
+			if !ev.Lost {
+				n, of, missed := lossesFlagged(t, l, rep, 0.1)
+				mu.Lock()
+				flagged, losses, unflagged = flagged+n, losses+of, append(unflagged, missed...)
+				mu.Unlock()
+			}
 		})
 	}
+	// measured, not judged: check's bounds are still the worst case
+	// (issue 30), and the misses are listed for it
+	t.Logf("10%% losses flagged: %d of %d; not flagged: %s", flagged, losses, strings.Join(unflagged, "; "))
+}
+
+// lossesFlagged gives the reported side of a loaded capture whose check
+// gave rep a loss of frac of each user's RawUsage in turn (its account
+// and root the same amount less), for every user holding at least 5% of
+// root's, and counts those check flags (status drift, exit 1); missed
+// names the others with the bound that hid the loss.
+func lossesFlagged(t *testing.T, l loaded, rep drift.Report, frac float64) (flagged, losses int, missed []string) {
+	t.Helper()
+	var root float64
+	for _, e := range rep.Associations {
+		if e.Depth == 0 && e.Reported != nil {
+			root = float64(e.Reported.RawUsage)
+		}
+	}
+	text, err := os.ReadFile(filepath.Join(l.dir, slurmharness.CaptureSshare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rep.Associations {
+		if e.User == "" || e.Reported == nil || float64(e.Reported.RawUsage) < 0.05*root {
+			continue
+		}
+		lost, used, err := withLoss(string(text), e.Account, e.User, frac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "sshare.txt")
+		if err := os.WriteFile(file, []byte(lost), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, got, _ := l.check(t, file)
+		for _, g := range got.Associations {
+			if g.Account != e.Account || g.User != e.User || g.Partition != e.Partition {
+				continue
+			}
+			var allowed float64
+			if g.Allowed != nil {
+				allowed = float64(g.Allowed.RawUsage)
+			}
+			losses++
+			if g.Status == drift.StatusDrift && code == 1 {
+				flagged++
+				continue
+			}
+			missed = append(missed, fmt.Sprintf("%s %s/%s (allowed %.1f%% of its usage)", filepath.Base(l.dir), e.Account, e.User, 100*allowed/used))
+		}
+	}
+	return flagged, losses, missed
 }
 
 // liveReleases are the Slurm releases a live history runs on:
@@ -192,9 +255,7 @@ func historyFidelity(t *testing.T, release string, v historyVariant) {
 	ev := historyEvent{Target: v.target, BoundOnly: v.boundOnly, HalfLife: halfLifeSeconds(t, v.halfLife)}
 	run := filepath.Join(recordings, "history", release, v.name)
 	if recording() {
-		if err := os.RemoveAll(run); err != nil {
-			t.Fatal(err)
-		}
+		startRun(t, run)
 	}
 	restart := func(flags string) {
 		t.Helper()

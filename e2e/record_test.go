@@ -6,6 +6,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +31,31 @@ const recordings = "../testdata/recordings"
 
 // recording reports whether this run writes recordings.
 func recording() bool { return os.Getenv("SLURMDBD_EXPORTER_RECORD") == "1" }
+
+// startRun empties a run's directory (its captures are rewritten) and
+// notes the machine it is recorded on, for the recordings' README.
+func startRun(t *testing.T, run string) {
+	t.Helper()
+	if err := os.RemoveAll(run); err != nil {
+		t.Fatal(err)
+	}
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	err := os.MkdirAll(run, 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(run, "machine"), []byte(fmt.Sprintf("%d cores, %s\n", runtime.NumCPU(), model)), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 // eventFile is a capture's judgement inputs, as the test wrote them.
 const eventFile = "event.json"
@@ -91,13 +119,20 @@ func newReplayer(t *testing.T) *replayer { return &replayer{db: mariadbtest.Star
 // to replay what was just recorded).
 func replayerOn(db *mariadbtest.Server) *replayer { return &replayer{db: db} }
 
-// check loads dir's dump and runs check in database mode on it: the
-// captured sshare read at the captured moments, slurmctld's boot from
-// the captured scontrol show config, the captured pass phase and time
-// zone; args are added.
-func (r *replayer) check(t *testing.T, dir string, args ...string) (code int, rep drift.Report, stderr string) {
+// loaded is a capture whose dump a replayer loaded.
+type loaded struct {
+	dir, dsnFile string
+	moment       slurmharness.Moment
+}
+
+// load loads dir's dump into a database of its own.
+func (r *replayer) load(t *testing.T, dir string) loaded {
 	t.Helper()
 	m, err := slurmharness.ReadMoment(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,15 +142,29 @@ func (r *replayer) check(t *testing.T, dir string, args ...string) (code int, re
 	r.mu.Unlock()
 	r.db.Load(name, filepath.Join(dir, slurmharness.CaptureDump))
 	r.db.CreateReader("replayer", "pw", name)
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
+	return loaded{dir: abs, dsnFile: writeDSN(t, r.db.DSN("replayer", "pw", name)), moment: m}
+}
+
+// check runs check in database mode on the loaded capture as the live
+// run did: sshareFile ("": the captured one) read at the captured
+// moments, slurmctld's boot from the captured scontrol show config, the
+// captured pass phase and time zone; args are added.
+func (l loaded) check(t *testing.T, sshareFile string, args ...string) (code int, rep drift.Report, stderr string) {
+	t.Helper()
+	in := func(f string) string { return filepath.Join(l.dir, f) }
+	if sshareFile == "" {
+		sshareFile = in(slurmharness.CaptureSshare)
 	}
-	in := func(f string) string { return filepath.Join(abs, f) }
 	env := []string{"PATH=" + os.Getenv("PATH"), "TZ=" + in(slurmharness.CaptureZone)}
-	return checkJSON(t, env, append([]string{"--dsn-file", writeDSN(t, r.db.DSN("replayer", "pw", name)),
+	return checkJSON(t, env, append([]string{"--dsn-file", l.dsnFile,
 		"--slurm-conf", in(slurmharness.CaptureSlurmConf), "--slurm.state-dir", in(slurmharness.CaptureState),
-		"--sshare-file", in(slurmharness.CaptureSshare), "--at", m.At(), "--slurmctld.config-file", in(slurmharness.CaptureConfig)}, args...)...)
+		"--sshare-file", sshareFile, "--at", l.moment.At(), "--slurmctld.config-file", in(slurmharness.CaptureConfig)}, args...)...)
+}
+
+// check loads dir's capture and checks it as the live run did.
+func (r *replayer) check(t *testing.T, dir string, args ...string) (code int, rep drift.Report, stderr string) {
+	t.Helper()
+	return r.load(t, dir).check(t, "", args...)
 }
 
 // computedApart is the largest difference, relative to root's, between
@@ -148,4 +197,49 @@ func computedApart(a, b drift.Report) (worst float64, which string) {
 		}
 	}
 	return worst, which
+}
+
+// withLoss is sshare -a -l -P text in which the association of account
+// and user has lost frac of its RawUsage, and each of its ancestors the
+// same amount: a loss as slurmctld's tree holds it (sshare indents an
+// association by its depth). The user's usage before the loss is
+// returned too.
+func withLoss(text, account, user string, frac float64) (string, float64, error) {
+	lines := strings.SplitAfter(text, "\n")
+	col := slices.Index(strings.Split(strings.TrimSpace(lines[0]), "|"), "RawUsage")
+	if col < 0 {
+		return "", 0, fmt.Errorf("no RawUsage column in %q", lines[0])
+	}
+	// ancestors[d]: the line of the last account seen at depth d
+	var ancestors []int
+	for i := 1; i < len(lines); i++ {
+		f := strings.Split(lines[i], "|")
+		if len(f) <= col {
+			continue
+		}
+		depth := len(f[0]) - len(strings.TrimLeft(f[0], " "))
+		if f[1] == "" {
+			ancestors = append(ancestors[:min(depth, len(ancestors))], i)
+			continue
+		}
+		if strings.TrimSpace(f[0]) != account || f[1] != user {
+			continue
+		}
+		used, err := strconv.ParseFloat(f[col], 64)
+		if err != nil {
+			return "", 0, err
+		}
+		loss := math.Round(frac * used)
+		for _, j := range append(slices.Clone(ancestors[:min(depth, len(ancestors))]), i) {
+			g := strings.Split(lines[j], "|")
+			v, err := strconv.ParseFloat(g[col], 64)
+			if err != nil {
+				return "", 0, err
+			}
+			g[col] = strconv.FormatFloat(v-loss, 'f', 0, 64)
+			lines[j] = strings.Join(g, "|")
+		}
+		return strings.Join(lines, ""), used, nil
+	}
+	return "", 0, fmt.Errorf("no association %s/%s", account, user)
 }

@@ -71,7 +71,9 @@ func realSlurmRollup(t *testing.T, release string) {
 	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir())
 	judgeRollup(t, code, rep, stderr)
 	if recording() {
-		dir := filepath.Join(recordings, "rollup", release)
+		run := filepath.Join(recordings, "rollup", release)
+		startRun(t, run)
+		dir := filepath.Join(run, "01")
 		recordEvent(t, c, dir, struct{}{})
 		code, rep, stderr = replayerOn(c.DB).check(t, dir)
 		judgeRollup(t, code, rep, stderr)
