@@ -96,6 +96,12 @@ func TestHistoryReplay(t *testing.T) {
 			l := r.load(t, dir)
 			code, rep, stderr := l.check(t, "")
 			ev.judge(t, m.Middle(), code, rep, stderr)
+			// sshare --json, read right after the text (24.11 on),
+			// judged alike
+			if js := filepath.Join(dir, slurmharness.CaptureSshareJSON); fileExists(js) {
+				code, rep, stderr := l.check(t, js)
+				ev.judge(t, m.Middle(), code, rep, stderr)
+			}
 			if !ev.Lost {
 				n, of, missed := lossesFlagged(t, l, rep, 0.1)
 				mu.Lock()

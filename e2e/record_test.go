@@ -243,3 +243,8 @@ func withLoss(text, account, user string, frac float64) (string, float64, error)
 	}
 	return "", 0, fmt.Errorf("no association %s/%s", account, user)
 }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
