@@ -20,11 +20,11 @@ RELEASES ?= 22.05 24.11 26.05
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
-## test: every test but the long live ones: unit tests, the built binary end to end, the recordings of real Slurm 22.05, 24.11 and 26.05 replayed, and a live smoke of each release (serve, Prometheus with the shipped rules, check, faults; a 3-minute soak) (installs Debian's packages when missing; needs root)
+## test: every test but the long live ones: unit tests, the built binary end to end, the recordings of real Slurm 22.05, 24.11 and 26.05 replayed, and a live smoke of each release (serve, Prometheus with the shipped rules, check, faults; a 6-minute soak) (installs Debian's packages when missing; needs root)
 test:
 	$(GO) vet ./...
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
-	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-3m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
+	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
 
 ## test-live: the long live runs on real Slurm (histories, forecast against sshare, rollup, sprio, the golden capture; the soak for 10 minutes): before a release, and when rebuild, drift or phase code changes (docs/testing.md)
 test-live:
