@@ -178,6 +178,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"no command", nil, 2, ""},
 		{"read window backwards", append(db, "--sshare-file", good, "--at", "1764000010/1764000000"), 2, "END not before START"},
 		{"read window half", append(db, "--sshare-file", good, "--at", "1764000000/"), 2, "START/END"},
+		{"read window in exponent form", append(db, "--sshare-file", good, "--at", "1.764e9/1.765e9"), 2, "START/END"},
 		{"slurmctld config without sshare file", append(db, "--slurmctld.config-file", good), 2, "--slurmctld.config-file: a live run asks slurmctld"},
 		{"slurmctld config without BOOT_TIME", append(db, "--sshare-file", good, "--slurmctld.config-file", good), 2, "sshare-a-l-P.txt: no BOOT_TIME: expected the output of 'scontrol show config'"},
 	} {

@@ -187,7 +187,10 @@ func parseAt(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return now, nil
 	}
-	if n, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "eEnN") {
+	// unix seconds, with a fraction for a read window's moments: digits
+	// and a point, signed as before (ParseFloat alone takes 1e9, 0x1p30
+	// and Inf too)
+	if n, err := strconv.ParseFloat(s, 64); err == nil && strings.Trim(s, "0123456789.+-") == "" {
 		return time.Unix(0, int64(n*1e9)), nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,7 +80,6 @@ func TestHistoryFidelity(t *testing.T) {
 func TestHistoryReplay(t *testing.T) {
 	t.Parallel()
 	r := newReplayer(t)
-	var mu sync.Mutex
 	var flagged, losses int
 	var unflagged []string
 	for _, dir := range recorded(t, "history") {
@@ -104,9 +102,7 @@ func TestHistoryReplay(t *testing.T) {
 			}
 			if !ev.Lost {
 				n, of, missed := lossesFlagged(t, l, rep, 0.1)
-				mu.Lock()
 				flagged, losses, unflagged = flagged+n, losses+of, append(unflagged, missed...)
-				mu.Unlock()
 			}
 		})
 	}
@@ -122,12 +118,7 @@ func TestHistoryReplay(t *testing.T) {
 // names the others with the bound that hid the loss.
 func lossesFlagged(t *testing.T, l loaded, rep drift.Report, frac float64) (flagged, losses int, missed []string) {
 	t.Helper()
-	var root float64
-	for _, e := range rep.Associations {
-		if e.Depth == 0 && e.Reported != nil {
-			root = float64(e.Reported.RawUsage)
-		}
-	}
+	root := reportedRoot(rep)
 	text, err := os.ReadFile(filepath.Join(l.dir, slurmharness.CaptureSshare))
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +155,7 @@ func lossesFlagged(t *testing.T, l loaded, rep drift.Report, frac float64) (flag
 	return flagged, losses, missed
 }
 
-// liveReleases are the Slurm releases a live history runs on:
+// liveReleases are the Slurm releases a live history or rollup runs on:
 // $SLURMDBD_EXPORTER_RELEASES (make record: all three), else the host's.
 func liveReleases() []string {
 	if r := os.Getenv("SLURMDBD_EXPORTER_RELEASES"); r != "" {
@@ -352,12 +343,7 @@ func historyFidelity(t *testing.T, release string, v historyVariant) {
 // what they miss; nil: no reset yet), and those of them off by more than
 // target.
 func fidelityOf(rep drift.Report, reset func(at float64) float64, at, target float64) (worst float64, which string, over []drift.Entry, all []string) {
-	var root float64
-	for _, e := range rep.Associations {
-		if e.Depth == 0 && e.Reported != nil {
-			root = float64(e.Reported.RawUsage)
-		}
-	}
+	root := reportedRoot(rep)
 	for _, e := range rep.Associations {
 		if e.Reported == nil || e.Computed == nil {
 			continue
@@ -380,6 +366,16 @@ func fidelityOf(rep drift.Report, reset func(at float64) float64, at, target flo
 		}
 	}
 	return worst, which, over, all
+}
+
+// reportedRoot is root's RawUsage as Slurm reported it (0: not reported).
+func reportedRoot(rep drift.Report) float64 {
+	for _, e := range rep.Associations {
+		if e.Depth == 0 && e.Reported != nil {
+			return float64(e.Reported.RawUsage)
+		}
+	}
+	return 0
 }
 
 // onChain: e is the association account/user or one of its ancestors (in

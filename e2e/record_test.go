@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -87,8 +86,8 @@ func readEvent(t *testing.T, dir string, ev any) {
 }
 
 // recorded lists the capture directories under testdata/recordings/dir
-// (a run: one directory of captures in the order taken, by name); under
-// CI=true, none is a failure: the recordings are committed.
+// (a run: one directory of captures in the order taken, by name); none is
+// a failure, not a skip: the recordings are committed.
 func recorded(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
@@ -106,11 +105,11 @@ func recorded(t *testing.T, dir string) []string {
 }
 
 // replayer loads captures into a MariaDB of its own (a database each)
-// and runs check on them as the live run did.
+// and runs check on them as the live run did; one goroutine uses it (the
+// subtests that replay run in turn).
 type replayer struct {
 	db *mariadbtest.Server
-	mu sync.Mutex
-	n  int
+	n  int // databases loaded: each capture gets the next name
 }
 
 func newReplayer(t *testing.T) *replayer { return &replayer{db: mariadbtest.Start(t, "")} }
@@ -136,10 +135,8 @@ func (r *replayer) load(t *testing.T, dir string) loaded {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.mu.Lock()
 	r.n++
 	name := fmt.Sprintf("replay%d", r.n)
-	r.mu.Unlock()
 	r.db.Load(name, filepath.Join(dir, slurmharness.CaptureDump))
 	r.db.CreateReader("replayer", "pw", name)
 	return loaded{dir: abs, dsnFile: writeDSN(t, r.db.DSN("replayer", "pw", name)), moment: m}
