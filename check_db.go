@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +16,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
-
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // database are the flags of check's database mode, which a DSN turns on.
@@ -29,10 +26,7 @@ type database struct {
 	driftFlags
 	atFlag
 	Cluster string `help:"Cluster to check (default: slurm.conf's ClusterName)."`
-	// A replay of a capture needs what a live run asks slurmctld: its
-	// boot orders tied Fair Tree siblings and says which finished jobs'
-	// tails fell at passes of the boot whose phase is known.
-	SlurmctldConfigFile string `name:"slurmctld.config-file" type:"existingfile" help:"With --sshare-file: the output of 'scontrol show config' saved with it, whose BOOT_TIME is read as a live run reads it from scontrol (without it, slurmctld's boot is unknown)."`
+	savedBoot
 	// PhaseWait: without a readable priority_last_decay_ran, check reads
 	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
 	// most), so that usage is judged against a few seconds of charge
@@ -79,11 +73,9 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	case len(c.SshareFile) == 0:
 		e.BootTime = c.bootTime(c.SlurmConf)
 	case c.SlurmctldConfigFile != "":
-		boot, err := readBootTime(c.SlurmctldConfigFile)
-		if err != nil {
+		if e.BootTime, err = c.saved(); err != nil {
 			return err
 		}
-		e.BootTime = func(context.Context) (time.Time, error) { return boot, nil }
 	}
 	reported, read, passRaw, gap, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
 	if err != nil {
@@ -217,16 +209,4 @@ func (c *checkCmd) phaseWait(conf *slurmconf.Config) (time.Duration, error) {
 		return 0, fmt.Errorf("--phase.wait %q: expected auto or a duration >= 0", c.PhaseWait)
 	}
 	return d, nil
-}
-
-// readBootTime is BOOT_TIME from a saved `scontrol show config`.
-func readBootTime(name string) (time.Time, error) {
-	b, _, err := regular.Read(name, sshare.MaxBytes)
-	if err == nil {
-		var boot time.Time
-		if boot, err = sshare.ParseBootTime(bytes.NewReader(b)); err == nil {
-			return boot, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("--slurmctld.config-file %s: %w", name, err)
 }

@@ -181,6 +181,8 @@ func TestCheckExitCodes(t *testing.T) {
 		{"read window in exponent form", append(db, "--sshare-file", good, "--at", "1.764e9/1.765e9"), 2, "START/END"},
 		{"slurmctld config without sshare file", append(db, "--slurmctld.config-file", good), 2, "--slurmctld.config-file: a live run asks slurmctld"},
 		{"slurmctld config without BOOT_TIME", append(db, "--sshare-file", good, "--slurmctld.config-file", good), 2, "sshare-a-l-P.txt: no BOOT_TIME: expected the output of 'scontrol show config'"},
+		{"explain: slurmctld config without --at", []string{"explain", "--user", "alice", "--slurmctld.config-file", good}, 2, "--slurmctld.config-file: a live run asks slurmctld; give it with --at"},
+		{"explain: slurmctld config without BOOT_TIME", append([]string{"explain", "--user", "alice", "--at", "1764000000", "--slurmctld.config-file", good}, db[1:]...), 2, "sshare-a-l-P.txt: no BOOT_TIME"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errOut := runCLI(t, tc.args...)

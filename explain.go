@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -30,6 +31,7 @@ type explainCmd struct {
 	Reported string `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
 	Demo     bool   `help:"Explain the bundled synthetic cluster of serve --demo (accounts a1, a2, ..., users u41, u42, ...): no database or Slurm needed."`
 	atFlag
+	savedBoot
 	reportedTimeout
 	slurmFlags
 	dsnFlag
@@ -43,6 +45,9 @@ func (c *explainCmd) Validate() error {
 	}
 	if err := c.reportedTimeout.validate(); err != nil {
 		return err
+	}
+	if c.SlurmctldConfigFile != "" && c.At == "" {
+		return errors.New("--slurmctld.config-file: a live run asks slurmctld; give it with --at, the moment it was saved at")
 	}
 	if err := c.forecastFlags.validate(c.User, c.Job); err != nil {
 		return err
@@ -126,8 +131,13 @@ func (c *explainCmd) Run(env *runEnv) error {
 	}
 	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: drift.DefaultTolerance,
 		Maui: c.config(), MauiInterval: c.MauiInterval, WhatIf: true}
-	if out != nil {
+	switch {
+	case out != nil:
 		e.BootTime = c.bootTime(c.SlurmConf)
+	case c.SlurmctldConfigFile != "":
+		if e.BootTime, err = c.saved(); err != nil {
+			return err
+		}
 	}
 	if c.Forecast.On {
 		e.ForecastWindow = c.ForecastWindow

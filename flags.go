@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,26 @@ func (d *dsnFlag) validate() error {
 type slurmFlags struct {
 	SlurmConf string `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf: the priority settings, and ClusterName, the cluster whose reports are compared."`
 	StateDir  string `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf, when readable)."`
+}
+
+// savedBoot is slurmctld's boot for a replay of a capture: what a live
+// run asks slurmctld. The boot orders tied Fair Tree siblings and says
+// which finished jobs' tails fell at passes of the boot whose phase is
+// known.
+type savedBoot struct {
+	SlurmctldConfigFile string `name:"slurmctld.config-file" type:"existingfile" help:"A replay's slurmctld boot: the output of 'scontrol show config' saved with the --sshare-file (check) or at the --at moment (explain), whose BOOT_TIME is read as a live run reads it from scontrol (without it, slurmctld's boot is unknown)."`
+}
+
+// saved is the saved BOOT_TIME as refresh.Exporter.BootTime.
+func (s *savedBoot) saved() (func(context.Context) (time.Time, error), error) {
+	b, _, err := regular.Read(s.SlurmctldConfigFile, sshare.MaxBytes)
+	if err == nil {
+		var boot time.Time
+		if boot, err = sshare.ParseBootTime(bytes.NewReader(b)); err == nil {
+			return func(context.Context) (time.Time, error) { return boot, nil }, nil
+		}
+	}
+	return nil, fmt.Errorf("--slurmctld.config-file %s: %w", s.SlurmctldConfigFile, err)
 }
 
 // reportedTimeout bounds one read of what Slurm reports.

@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,14 +36,13 @@ type forecastJSON struct {
 // minute; the rollups do not cover the window yet, so carol's running
 // job is all the others' usage it can assume) is compared, a few passes
 // later, with alice's FairShare in sshare, at the pass sshare shows (from
-// the state file). The bound is explain's own: the width of its factor
-// range (every moment the last pass may have fallen at, job ends not yet
-// recorded) when the forecast was made plus the width at the check, around
-// the forecast for that pass and the one before (classic's one-pass lag).
-// On every release: the host's 22.05, 24.11 and 26.05 side by side (the
-// job_table and rollups the forecast reads differ between them).
+// the state file) (judgeForecast). On 22.05 ($SLURMDBD_EXPORTER_RELEASES:
+// others side by side; make record runs each: the job_table and rollups
+// the forecast reads differ between them). Recording (make record), the cluster is
+// captured when the forecast is made (01) and when sshare is read (02),
+// and TestForecastReplay judges explain on the captures alike.
 func TestForecastAgainstSshare(t *testing.T) {
-	for _, release := range []string{"22.05", "24.11", "26.05"} {
+	for _, release := range liveReleases() {
 		t.Run(release, func(t *testing.T) {
 			t.Parallel()
 			forecastAgainstSshare(t, release)
@@ -47,19 +50,62 @@ func TestForecastAgainstSshare(t *testing.T) {
 	}
 }
 
+// TestForecastReplay judges every recorded forecast run as
+// TestForecastAgainstSshare judged it live.
+func TestForecastReplay(t *testing.T) {
+	t.Parallel()
+	runs, err := filepath.Glob(filepath.Join(recordings, "forecast", "*"))
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("no recordings in %s (%v): make record writes them", filepath.Join(recordings, "forecast"), err)
+	}
+	r := newReplayer(t)
+	for _, run := range runs {
+		t.Run(filepath.Base(run), func(t *testing.T) { replayForecast(t, r, run) })
+	}
+}
+
+// forecastEvent is what a recorded forecast run holds beside its two
+// captures: when explain ran at each (unix seconds, started and ended).
+type forecastEvent struct {
+	Explained [2][2]float64 `json:"explained"`
+}
+
+// forecastAt asks explain for the forecast and its value 1 to 8 minutes on.
+func forecastAt() []string {
+	args := []string{"--forecast"}
+	for m := 1; m <= 8; m++ {
+		args = append(args, "--forecast.at", (time.Duration(m) * time.Minute).String())
+	}
+	return args
+}
+
+// explainAlice runs explain --user alice with args in env.
+func explainAlice(t *testing.T, env []string, args ...string) forecastJSON {
+	t.Helper()
+	code, out, stderr := runExporterEnv(t, env, append([]string{"explain", "--user", "alice", "--output", "json"}, args...)...)
+	var xs []forecastJSON
+	if err := json.Unmarshal([]byte(out), &xs); code != 0 || err != nil || len(xs) != 1 {
+		t.Fatalf("explain %v: exit %d, %v\n%s\n%s", args, code, err, out, stderr)
+	}
+	return xs[0]
+}
+
 func forecastAgainstSshare(t *testing.T, release string) {
 	c := slurmharness.Start(t, slurmharness.Config{Release: release, PriorityFlags: "NO_FAIR_TREE", Enforce: "associations,limits"})
 	loadTwoAccounts(c)
-	dsn := readerDSNFile(t, c)
-	explain := func(extra ...string) forecastJSON {
+	inputs := []string{"--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir()}
+	run := filepath.Join(recordings, "forecast", release)
+	if recording() {
+		startRun(t, run)
+	}
+	var ev forecastEvent
+	// explain now, noting when it ran
+	explained := func(n int, extra ...string) forecastJSON {
 		t.Helper()
-		args := append([]string{"explain", "--user", "alice", "--output", "json", "--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir()}, extra...)
-		code, out, stderr := runExporterEnv(t, c.Env(), args...)
-		var xs []forecastJSON
-		if err := json.Unmarshal([]byte(out), &xs); code != 0 || err != nil || len(xs) != 1 {
-			t.Fatalf("explain %v: exit %d, %v\n%s\n%s", extra, code, err, out, stderr)
-		}
-		return xs[0]
+		start := time.Now()
+		x := explainAlice(t, c.Env(), append(slices.Clone(inputs), extra...)...)
+		ev.Explained[n] = [2]float64{slurmharness.UnixSeconds(start), slurmharness.UnixSeconds(time.Now())}
+		return x
 	}
 
 	alice := c.Submit("alice", "phys", "", 64, 120)
@@ -67,20 +113,15 @@ func forecastAgainstSshare(t *testing.T, release string) {
 	c.WaitRunning(time.Minute, alice, carol)
 	c.WaitGone(4*time.Minute, alice)
 	c.WaitDecayPass()
-
-	var at []string
-	for m := 1; m <= 8; m++ {
-		at = append(at, "--forecast.at", (time.Duration(m) * time.Minute).String())
+	ran := c.LastDecayRan()
+	before := explained(0, forecastAt()...)
+	if recording() {
+		// the pass explain saw is the captured one
+		c.Capture(filepath.Join(run, "01"))
+		if !bytes.Equal(ran, c.LastDecayRan()) {
+			t.Fatal("a decay pass fell between explain and its capture: record again")
+		}
 	}
-	before := explain(append([]string{"--forecast"}, at...)...)
-	f := before.Forecast
-	if f == nil || len(f.Points) < 9 {
-		t.Fatalf("explain --forecast: no points: %+v", before)
-	}
-	if !strings.Contains(strings.Join(f.Assumptions, "; "), "running jobs commit") {
-		t.Errorf("assumptions %q: expected the others' running jobs", f.Assumptions)
-	}
-	now := f.Points[0].Factor
 
 	// a few passes, then sshare right after one and explain at once
 	deadline := time.Now().Add(4 * time.Minute)
@@ -89,17 +130,71 @@ func forecastAgainstSshare(t *testing.T, release string) {
 	}
 	c.WaitDecayPass()
 	read := time.Now()
-	ss, err := sshare.Parse(strings.NewReader(c.Sshare("-a", "-l", "-P")), nil)
-	if err != nil {
-		t.Fatal(err)
+	var ss string
+	if recording() {
+		dir := filepath.Join(run, "02")
+		c.Capture(dir)
+		ss = readFile(t, filepath.Join(dir, slurmharness.CaptureSshare))
+	} else {
+		ss = c.Sshare("-a", "-l", "-P")
 	}
 	pass, _, err := slurmstate.LastDecayRan(c.StateDir())
 	if err != nil || read.Sub(pass) > time.Minute {
 		t.Fatalf("the pass sshare shows: %v (%v before the read)", err, read.Sub(pass))
 	}
-	after := explain()
+	after := explained(1)
+	judgeForecast(t, before, after, ss, pass)
+	code, out, stderr := runExporterEnv(t, c.Env(), append([]string{"explain", "--what-if", "phys=400", "--output", "json"}, inputs...)...)
+	judgeWhatIf(t, code, out, stderr)
+	c.MustRun("scancel", carol)
+	if recording() {
+		writeEvent(t, run, ev)
+		replayForecast(t, replayerOn(c.DB), run)
+	}
+}
+
+// replayForecast runs explain on a recorded forecast run's captures, at
+// the moments it ran live, and judges it as the live run was judged.
+func replayForecast(t *testing.T, r *replayer, run string) {
+	t.Helper()
+	var ev forecastEvent
+	readEvent(t, run, &ev)
+	made, read := r.load(t, filepath.Join(run, "01")), r.load(t, filepath.Join(run, "02"))
+	at := func(n int) string { return fmt.Sprintf("%.6f", (ev.Explained[n][0]+ev.Explained[n][1])/2) }
+	// the live explain read sshare, and so slurmctld's boot
+	before := explainAlice(t, made.env(), append(append(made.inputs(), made.boot()...), append([]string{"--at", at(0)}, forecastAt()...)...)...)
+	after := explainAlice(t, read.env(), append(append(read.inputs(), read.boot()...), "--at", at(1))...)
+	pass, _, err := slurmstate.LastDecayRan(read.in(slurmharness.CaptureState))
+	if err != nil {
+		t.Fatal(err)
+	}
+	judgeForecast(t, before, after, readFile(t, read.in(slurmharness.CaptureSshare)), pass)
+	code, out, stderr := runExporterEnv(t, read.env(), append([]string{"explain", "--what-if", "phys=400", "--output", "json", "--at", at(1)}, read.inputs()...)...)
+	judgeWhatIf(t, code, out, stderr)
+}
+
+// judgeForecast fails t where alice's FairShare in sshare (ss, at the
+// pass of pass) is not what explain forecast for it (before) within
+// explain's own bound: the width of its factor range (every moment the
+// last pass may have fallen at, job ends not yet recorded) when the
+// forecast was made plus the width at the check (after), around the
+// forecast for that pass and the one before (classic's one-pass lag).
+func judgeForecast(t *testing.T, before, after forecastJSON, ss string, pass time.Time) {
+	t.Helper()
+	f := before.Forecast
+	if f == nil || len(f.Points) < 9 {
+		t.Fatalf("explain --forecast: no points: %+v", before)
+	}
+	if !strings.Contains(strings.Join(f.Assumptions, "; "), "running jobs commit") {
+		t.Errorf("assumptions %q: expected the others' running jobs", f.Assumptions)
+	}
+	now := f.Points[0].Factor
+	report, err := sshare.Parse(strings.NewReader(ss), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := math.NaN()
-	for _, r := range ss.Rows {
+	for _, r := range report.Rows {
 		if r.User == "alice" {
 			got = r.FairShare
 		}
@@ -139,9 +234,13 @@ func forecastAgainstSshare(t *testing.T, release string) {
 	if math.Abs(got-now) <= bound {
 		t.Errorf("alice's factor moved %.2g (from %.6f to %.6f), within the bound %.2g: the check tests nothing", math.Abs(got-now), now, got, bound)
 	}
-	// --what-if on the same database: ten times phys's shares raise
-	// alice's classic factor (exactness: TestWhatIfAgainstEditedInputs)
-	code, out, stderr := runExporterEnv(t, c.Env(), "explain", "--what-if", "phys=400", "--output", "json", "--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir())
+}
+
+// judgeWhatIf fails t where explain --what-if phys=400 (ten times phys's
+// shares) did not raise alice's classic factor (exactness:
+// TestWhatIfAgainstEditedInputs).
+func judgeWhatIf(t *testing.T, code int, out, stderr string) {
+	t.Helper()
 	var w struct {
 		Changes []struct {
 			Account string  `json:"account"`
@@ -160,5 +259,4 @@ func forecastAgainstSshare(t *testing.T, release string) {
 	if !raised {
 		t.Errorf("explain --what-if phys=400: alice's factor not raised: %+v", w.Changes)
 	}
-	c.MustRun("scancel", carol)
 }

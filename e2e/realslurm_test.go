@@ -105,8 +105,18 @@ func TestRealSlurmReplay(t *testing.T) {
 	if ran, _, err := slurmstate.LastDecayRan(c.StateDir()); err != nil || time.Since(ran) > 2*time.Minute || time.Since(ran) < 0 {
 		t.Errorf("priority_last_decay_ran: last pass %v, %v: expected within the last PriorityCalcPeriod", ran, err)
 	}
-	// Database mode while jobs run (no rollup yet: the job table path).
-	checkDatabase(t, c)
+	// Database mode while jobs run (no rollup yet: the job table path),
+	// as a SELECT-only user, with sshare run by check itself
+	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf)
+	judgeDatabase(t, code, rep, stderr)
+	if recording() {
+		run := filepath.Join(recordings, "golden", "22.05")
+		startRun(t, run)
+		dir := filepath.Join(run, "01")
+		recordEvent(t, c, dir, struct{}{})
+		code, rep, stderr := replayerOn(c.DB).check(t, dir)
+		judgeDatabase(t, code, rep, stderr)
+	}
 
 	// rita's usage stays with exp after her association is removed.
 	c.WaitGone(3*time.Minute, ritaJob)
@@ -421,13 +431,25 @@ func treeInLftOrder(t *testing.T, out *sshare.Output, tsv []byte) (tree *fairsha
 	return tree, order
 }
 
-// checkDatabase runs check in database mode against the running cluster,
-// as a SELECT-only user, with sshare run by check itself: the tree and
-// shares must be sshare's, raw usage within 0.5% and FairShare within 0.01
-// (the command's defaults).
-func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
+// TestGoldenDatabaseReplay judges the recorded database check of
+// TestRealSlurmReplay (make record) as it was judged live.
+func TestGoldenDatabaseReplay(t *testing.T) {
+	t.Parallel()
+	r := newReplayer(t)
+	for _, dir := range recorded(t, "golden") {
+		rel, _ := filepath.Rel(recordings, dir)
+		t.Run(rel, func(t *testing.T) {
+			code, rep, stderr := r.check(t, dir)
+			judgeDatabase(t, code, rep, stderr)
+		})
+	}
+}
+
+// judgeDatabase fails t where check's database mode, while the golden
+// jobs run, is not sshare's: the tree and shares must be sshare's, raw
+// usage within 0.5% and FairShare within 0.01 (the command's defaults).
+func judgeDatabase(t *testing.T, code int, rep drift.Report, stderr string) {
 	t.Helper()
-	code, rep, stderr := runDatabaseCheck(t, c)
 	t.Logf("database mode while jobs run: %+v, largest drift %s, note %q", rep.Summary.Counts, rep.Summary.MaxDrift.String(), rep.Note)
 	worst := 0.0
 	for _, e := range rep.Associations {
@@ -448,13 +470,6 @@ func checkDatabase(t *testing.T, c *slurmharness.Cluster) {
 	if code != 0 || strings.Contains(rep.Note, "unknown") {
 		t.Errorf("exit %d, note %q: %s", code, rep.Note, stderr)
 	}
-}
-
-// runDatabaseCheck runs check in database mode against the cluster as a
-// SELECT-only user, sshare run by check itself.
-func runDatabaseCheck(t *testing.T, c *slurmharness.Cluster) (code int, rep drift.Report, stderr string) {
-	t.Helper()
-	return checkJSON(t, c.Env(), "--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf)
 }
 
 // checkJSON runs the check command with args in env (nil: this process's;

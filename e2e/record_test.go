@@ -63,6 +63,13 @@ const eventFile = "event.json"
 func recordEvent(t *testing.T, c *slurmharness.Cluster, dir string, ev any) slurmharness.Moment {
 	t.Helper()
 	m := c.Capture(dir)
+	writeEvent(t, dir, ev)
+	return m
+}
+
+// writeEvent writes ev as dir's event.json.
+func writeEvent(t *testing.T, dir string, ev any) {
+	t.Helper()
 	b, err := json.MarshalIndent(ev, "", "  ")
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, eventFile), append(b, '\n'), 0o644)
@@ -70,7 +77,6 @@ func recordEvent(t *testing.T, c *slurmharness.Cluster, dir string, ev any) slur
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
 }
 
 // readEvent reads a capture's event.json into ev.
@@ -142,20 +148,36 @@ func (r *replayer) load(t *testing.T, dir string) loaded {
 	return loaded{dir: abs, dsnFile: writeDSN(t, r.db.DSN("replayer", "pw", name)), moment: m}
 }
 
+// in is a file of the capture.
+func (l loaded) in(name string) string { return filepath.Join(l.dir, name) }
+
+// env is the environment a replay runs in: the captured time zone.
+func (l loaded) env() []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "TZ=" + l.in(slurmharness.CaptureZone)}
+}
+
+// inputs are the flags that give the exporter the captured cluster as a
+// live run read it: the loaded dump, slurm.conf and the pass phase.
+func (l loaded) inputs() []string {
+	return []string{"--dsn-file", l.dsnFile, "--slurm-conf", l.in(slurmharness.CaptureSlurmConf),
+		"--slurm.state-dir", l.in(slurmharness.CaptureState)}
+}
+
+// boot gives slurmctld's boot as a live run that read sshare asked it.
+func (l loaded) boot() []string {
+	return []string{"--slurmctld.config-file", l.in(slurmharness.CaptureConfig)}
+}
+
 // check runs check in database mode on the loaded capture as the live
 // run did: sshareFile ("": the captured one) read at the captured
 // moments, slurmctld's boot from the captured scontrol show config, the
 // captured pass phase and time zone; args are added.
 func (l loaded) check(t *testing.T, sshareFile string, args ...string) (code int, rep drift.Report, stderr string) {
 	t.Helper()
-	in := func(f string) string { return filepath.Join(l.dir, f) }
 	if sshareFile == "" {
-		sshareFile = in(slurmharness.CaptureSshare)
+		sshareFile = l.in(slurmharness.CaptureSshare)
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "TZ=" + in(slurmharness.CaptureZone)}
-	return checkJSON(t, env, append([]string{"--dsn-file", l.dsnFile,
-		"--slurm-conf", in(slurmharness.CaptureSlurmConf), "--slurm.state-dir", in(slurmharness.CaptureState),
-		"--sshare-file", sshareFile, "--at", l.moment.At(), "--slurmctld.config-file", in(slurmharness.CaptureConfig)}, args...)...)
+	return checkJSON(t, l.env(), append(append(l.inputs(), l.boot()...), append([]string{"--sshare-file", sshareFile, "--at", l.moment.At()}, args...)...)...)
 }
 
 // check loads dir's capture and checks it as the live run did.
@@ -239,6 +261,15 @@ func withLoss(text, account, user string, frac float64) (string, float64, error)
 		return strings.Join(lines, ""), used, nil
 	}
 	return "", 0, fmt.Errorf("no association %s/%s", account, user)
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func fileExists(path string) bool {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,17 +85,11 @@ func parseSprio(t *testing.T, out string) map[string]sprioRow {
 // TestSprioRealSlurm computes pending jobs' priorities from the database
 // and slurm.conf of a real Slurm 22.05 with every weight non-zero, jobs
 // under several accounts, partitions (one job in two) and QOS, and checks
-// each against sprio taken right after the same decay pass: every
-// normalized factor within sprio's print precision (%.7f; TRES %.2f), the
-// priority within 1. Age: ACCRUE_ALWAYS makes the accrue time the submit
-// time, which the database holds exactly; the pass's moment is
-// priority_last_decay_ran, and a second is allowed for it. Fairshare: the
-// factor from sshare's FairShare must give sprio's exactly (the formula),
-// the one rebuilt from the database within the usage tolerance. A held job
-// and one with a later begin time are checked too: sprio leaves out the
-// first and, with ACCRUE_ALWAYS, lists the second.
+// each against sprio taken right after the same decay pass (judgeSprio).
+// Recording (make record), the cluster is captured with sprio's output
+// (01) and after one job started (02), and TestSprioReplay judges the
+// captures alike.
 func TestSprioRealSlurm(t *testing.T) {
-	const maxAge = 600 // PriorityMaxAge below: age moves visibly
 	// limits: slurmctld charges a finished job's last partial pass, so
 	// the usage before the pending jobs is all charged
 	c := slurmharness.Start(t, slurmharness.Config{CPUs: 256, Enforce: "associations,limits",
@@ -120,54 +116,152 @@ func TestSprioRealSlurm(t *testing.T) {
 	c.WaitGone(3*time.Minute, used...)
 	c.MustRun("scontrol", "update", "nodename=n1", "state=drain", "reason=sprio test")
 
-	pending := map[string]string{} // job id: what it is
-	pending[c.Submit("alice", "phys", "p1", 8, 60, "--qos=high")] = "alice p1 high"
-	pending[c.Submit("alice", "phys", "p2", 32, 60)] = "alice p2 normal"
-	pending[c.Submit("bob", "phys", "p1,p2", 4, 60, "--qos=low")] = "bob p1,p2 low"
-	pending[c.Submit("carol", "chem", "p2", 128, 60, "--qos=high", "-N", "1")] = "carol p2 high"
-	pending[c.Submit("bob", "phys", "p2", 2, 60, "--begin=now+3600")] = "bob later begin"
-	held := c.Submit("carol", "chem", "p1", 1, 60, "--hold")
+	ev := sprioEvent{Pending: map[string]string{}}
+	ev.Pending[c.Submit("alice", "phys", "p1", 8, 60, "--qos=high")] = sprioStarts
+	ev.Pending[c.Submit("alice", "phys", "p2", 32, 60)] = "alice p2 normal"
+	ev.Pending[c.Submit("bob", "phys", "p1,p2", 4, 60, "--qos=low")] = "bob p1,p2 low"
+	ev.Pending[c.Submit("carol", "chem", "p2", 128, 60, "--qos=high", "-N", "1")] = "carol p2 high"
+	ev.Pending[c.Submit("bob", "phys", "p2", 2, 60, "--begin=now+3600")] = "bob later begin"
+	ev.Held = c.Submit("carol", "chem", "p1", 1, 60, "--hold")
 
-	// sprio and sshare right after one pass, before the next
-	var sprio map[string]sprioRow
-	var report *sshare.Output
-	var ran time.Time
+	// sprio and sshare right after one pass, before the next (recording:
+	// the capture's sshare, and its dump, inside the same pass)
+	run := filepath.Join(recordings, "sprio", "22.05")
+	if recording() {
+		startRun(t, run)
+	}
+	var sprio, ss string
 	for try := 0; ; try++ {
 		c.WaitDecayPass()
 		before := c.LastDecayRan()
-		out := c.MustRun("sprio", "-h", "-o", sprioFormat)
-		ss := c.Sshare("-a", "-l", "-P")
+		sprio = c.MustRun("sprio", "-h", "-o", sprioFormat)
+		if recording() {
+			dir := filepath.Join(run, "01")
+			c.Capture(dir)
+			ss = readFile(t, filepath.Join(dir, slurmharness.CaptureSshare))
+			if err := os.WriteFile(filepath.Join(dir, sprioFile), []byte(sprio), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			ss = c.Sshare("-a", "-l", "-P")
+		}
 		if !bytes.Equal(before, c.LastDecayRan()) && try < 3 {
 			continue
 		}
-		var err error
-		if ran, _, err = slurmstate.LastDecayRan(c.StateDir()); err != nil {
-			t.Fatal(err)
-		}
-		sprio = parseSprio(t, out)
-		if report, err = sshare.Parse(strings.NewReader(ss), nil); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("sprio after the pass of %s:\n%s", ran.Format(time.RFC3339), out)
 		break
+	}
+	ran, _, err := slurmstate.LastDecayRan(c.StateDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Ran = ran.Unix()
+	inputs := []string{"--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf}
+	explain := func(args ...string) (int, string, string) {
+		return runExporter(t, append(append([]string{"explain"}, args...), inputs...)...)
+	}
+	first := judgeSprio(t, explain, ev, sprio, ss)
+	// --at a moment the job was pending, after it started: the same
+	c.MustRun("scontrol", "update", "nodename=n1", "state=resume")
+	c.WaitRunning(2*time.Minute, ev.started())
+	judgeStarted(t, explain, ev, first)
+	if recording() {
+		c.Capture(filepath.Join(run, "02"))
+		writeEvent(t, run, ev)
+		replaySprio(t, replayerOn(c.DB), run)
+	}
+}
+
+// TestSprioReplay judges every recorded sprio run as TestSprioRealSlurm
+// judged it live.
+func TestSprioReplay(t *testing.T) {
+	t.Parallel()
+	runs, err := filepath.Glob(filepath.Join(recordings, "sprio", "*"))
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("no recordings in %s (%v): make record writes them", filepath.Join(recordings, "sprio"), err)
+	}
+	r := newReplayer(t)
+	for _, run := range runs {
+		t.Run(filepath.Base(run), func(t *testing.T) { replaySprio(t, r, run) })
+	}
+}
+
+// replaySprio runs explain --job on a recorded sprio run's captures and
+// judges it as the live run was judged.
+func replaySprio(t *testing.T, r *replayer, run string) {
+	t.Helper()
+	var ev sprioEvent
+	readEvent(t, run, &ev)
+	pending, started := r.load(t, filepath.Join(run, "01")), r.load(t, filepath.Join(run, "02"))
+	on := func(l loaded) func(args ...string) (int, string, string) {
+		return func(args ...string) (int, string, string) {
+			return runExporterEnv(t, l.env(), append(append([]string{"explain"}, args...), l.inputs()...)...)
+		}
+	}
+	first := judgeSprio(t, on(pending), ev, readFile(t, pending.in(sprioFile)), readFile(t, pending.in(slurmharness.CaptureSshare)))
+	judgeStarted(t, on(started), ev, first)
+}
+
+// sprioMaxAge is PriorityMaxAge in seconds (0-00:10:00 in slurm.conf):
+// short, so that age moves visibly.
+const sprioMaxAge = 600
+
+// sprioFile is sprio -h -o sprioFormat in a recording's first capture.
+const sprioFile = "sprio.txt"
+
+// sprioStarts is the pending job that is started after sprio is read.
+const sprioStarts = "alice p1 high"
+
+// sprioEvent is what TestSprioRealSlurm judges beside sprio and sshare:
+// the pending jobs (id: what), the held one and the pass sprio shows
+// (unix seconds).
+type sprioEvent struct {
+	Pending map[string]string `json:"pending"`
+	Held    string            `json:"held"`
+	Ran     int64             `json:"ran"`
+}
+
+func (ev sprioEvent) started() string {
+	for id, what := range ev.Pending {
+		if what == sprioStarts {
+			return id
+		}
+	}
+	return ""
+}
+
+// judgeSprio compares explain --job (run by explain, --at the pass) for
+// each pending job with sprio's line (taken right after that pass): every
+// normalized factor within sprio's print precision (%.7f; TRES %.2f), the
+// priority within 1. Age: ACCRUE_ALWAYS makes the accrue time the submit
+// time, which the database holds exactly; the pass's moment is
+// priority_last_decay_ran, and a second is allowed for it. Fairshare: the
+// factor from sshare's FairShare must give sprio's exactly (the formula),
+// the one rebuilt from the database within the usage tolerance. A held job
+// and one with a later begin time are checked too: sprio leaves out the
+// first and, with ACCRUE_ALWAYS, lists the second. It returns each job
+// partition's priority.
+func judgeSprio(t *testing.T, explain func(args ...string) (int, string, string), ev sprioEvent, sprioOut, ss string) map[string]float64 {
+	t.Helper()
+	t.Logf("sprio after the pass of %s:\n%s", time.Unix(ev.Ran, 0).Format(time.RFC3339), sprioOut)
+	sprio := parseSprio(t, sprioOut)
+	report, err := sshare.Parse(strings.NewReader(ss), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(sprio) != 6 { // bob's job in two partitions
 		t.Fatalf("sprio lists %d job partitions, want 6: %v", len(sprio), sprio)
 	}
-	if _, ok := sprio[held+"/p1"]; ok {
-		t.Errorf("sprio lists held job %s", held)
+	if _, ok := sprio[ev.Held+"/p1"]; ok {
+		t.Errorf("sprio lists held job %s", ev.Held)
 	}
-
-	dsnFile := readerDSNFile(t, c)
 	reported := map[string]float64{} // account/user: FairShare
 	for _, r := range report.Rows {
 		reported[r.Account+"/"+r.User] = r.FairShare
 	}
 	seen := 0
 	first := map[string]float64{} // job/partition: priority
-	for id, what := range pending {
-		code, out, errOut := runExporter(t, "explain", "--job", id, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
-			"--reported.source", "none", "--output", "json")
+	for id, what := range ev.Pending {
+		code, out, errOut := explain("--job", id, "--at", fmt.Sprint(ev.Ran), "--reported.source", "none", "--output", "json")
 		var exps []jobExplanation
 		if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil {
 			t.Fatalf("explain --job %s (%s): exit %d, %v\n%s\n%s", id, what, code, err, out, errOut)
@@ -180,33 +274,30 @@ func TestSprioRealSlurm(t *testing.T) {
 			}
 			seen++
 			first[id+"/"+x.Partition] = float64(x.Priority)
-			checkAgainstSprio(t, id+" ("+what+") in "+x.Partition, x, s, reported[x.Account+"/"+x.User], maxAge)
+			checkAgainstSprio(t, id+" ("+what+") in "+x.Partition, x, s, reported[x.Account+"/"+x.User], sprioMaxAge)
 		}
 	}
 	if seen != len(sprio) {
 		t.Errorf("compared %d job partitions, sprio lists %d", seen, len(sprio))
 	}
-	// --at a moment the job was pending, after it started: the same
-	var started string
-	for id, what := range pending {
-		if what == "alice p1 high" {
-			started = id
-		}
+	if code, _, errOut := explain("--job", ev.Held, "--reported.source", "none"); code != 2 || !strings.Contains(errOut, "held") {
+		t.Errorf("explain --job %s (held): exit %d, want 2 and a reason naming held jobs\n%s", ev.Held, code, errOut)
 	}
-	c.MustRun("scontrol", "update", "nodename=n1", "state=resume")
-	c.WaitRunning(2*time.Minute, started)
-	code, out, errOut := runExporter(t, "explain", "--job", started, "--at", fmt.Sprint(ran.Unix()), "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
-		"--reported.source", "none", "--output", "json")
+	return first
+}
+
+// judgeStarted: explain --job --at the pass sprio showed, on the database
+// after the job started, gives the priority it had while pending (first).
+func judgeStarted(t *testing.T, explain func(args ...string) (int, string, string), ev sprioEvent, first map[string]float64) {
+	t.Helper()
+	started := ev.started()
+	code, out, errOut := explain("--job", started, "--at", fmt.Sprint(ev.Ran), "--reported.source", "none", "--output", "json")
 	var exps []jobExplanation
 	if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil || len(exps) != 1 {
 		t.Fatalf("explain --job %s --at (started since): exit %d, %v\n%s\n%s", started, code, err, out, errOut)
 	}
 	if p := float64(exps[0].Priority); math.Abs(p-first[started+"/p1"]) > 2 {
 		t.Errorf("job %s after it started, --at when it was pending: priority %.0f, before %.0f", started, p, first[started+"/p1"])
-	}
-	if code, _, errOut := runExporter(t, "explain", "--job", held, "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--reported.source", "none"); code != 2 ||
-		!strings.Contains(errOut, "held") {
-		t.Errorf("explain --job %s (held): exit %d, want 2 and a reason naming held jobs\n%s", held, code, errOut)
 	}
 }
 

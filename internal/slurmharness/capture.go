@@ -87,7 +87,7 @@ func (c *Cluster) Capture(dir string) Moment {
 		write(f.to, b)
 	}
 	write(CaptureDump, c.Dump())
-	m := Moment{Read: [2]float64{unixSeconds(start), unixSeconds(end)}, Release: strings.TrimSpace(c.MustRun("sinfo", "-V")), Cluster: c.Name}
+	m := Moment{Read: [2]float64{UnixSeconds(start), UnixSeconds(end)}, Release: strings.TrimSpace(c.MustRun("sinfo", "-V")), Cluster: c.Name}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		c.t.Fatal(err)
@@ -123,7 +123,8 @@ func (m Moment) Middle() time.Time {
 	return time.Unix(0, int64(mid*1e9))
 }
 
-func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+// UnixSeconds is t as fractional unix seconds, as moments are recorded.
+func UnixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // zonePath is the file of the cluster's time zone: its own (HourAt), or
 // the host's.
