@@ -18,8 +18,10 @@ import (
 // --slurmctld.config-file, the database dump loaded). The files, each the
 // real output of the command named:
 const (
-	// CaptureSshare is `sshare -a -l -P`, read between Moment.Read.
-	CaptureSshare = "sshare-a-l-P.txt"
+	// CaptureSshare is `sshare -a -l -P -m`, read between Moment.Read:
+	// what the exporter reads (-m: a user's associations in several
+	// partitions are told apart).
+	CaptureSshare = "sshare-a-l-P-m.txt"
 	// CaptureSshareJSON is `sshare -a --json` right after it (24.11 on).
 	CaptureSshareJSON = "sshare-json.json"
 	// CaptureConfig is `scontrol show config`: slurmctld's BOOT_TIME.
@@ -66,7 +68,7 @@ func (c *Cluster) Capture(dir string) Moment {
 		}
 	}
 	start := time.Now()
-	out := c.Sshare("-a", "-l", "-P")
+	out := c.Sshare("-a", "-l", "-P", "-m")
 	end := time.Now()
 	write(CaptureSshare, []byte(out))
 	// 22.05 has no --json; newer releases' JSON is compared with the
