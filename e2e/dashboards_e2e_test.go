@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -394,7 +393,7 @@ func countSeries(promURL, expr string, instant bool, end time.Time) (int, error)
 // promAPI calls Prometheus' HTTP API and decodes its data, or returns the
 // error it gives.
 func promAPI(promURL, path string, params url.Values, data any) error {
-	resp, err := http.Get(promURL + path + "?" + params.Encode())
+	resp, err := httpClient.Get(promURL + path + "?" + params.Encode())
 	if err != nil {
 		return err
 	}

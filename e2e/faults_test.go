@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,6 +140,10 @@ var (
 	tookReported  = series("slurmdbd_exporter_stage_duration_seconds", "stage", "reported")
 )
 
+// dbFailures counts the refreshes that failed to read the database: each
+// fails at one stage, connect or db.
+func dbFailures(m map[string]float64) float64 { return m[errorsDB] + m[errorsConnect] }
+
 // TestFaultDatabaseOutage: MariaDB stopped for faultOutage while serving.
 // Every scrape answers with the last good values, up{source="db"} is 0
 // and the last success stays where it was; MariaDB back, the next refresh
@@ -149,8 +154,13 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	f := newFaultEnv(t)
 	const interval = 2 * time.Second
 	s := f.serve("--reported.source", "none", "--refresh-interval", interval.String(), "--db.timeout", "5s")
-	time.Sleep(3 * interval)
-	base := s.waitScrape("a good refresh before the outage", 3*interval, func(m map[string]float64) bool { return m[upDB] == 1 })
+	// the baseline is taken two good refreshes after the first, however
+	// long they take: goroutines, files and sessions have settled
+	base := s.waitScrape("a good refresh before the outage", 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 })
+	for range 2 {
+		prev := base[lastDB]
+		base = s.waitScrape("another good refresh before the outage", 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 && m[lastDB] > prev })
+	}
 	baseThreads := f.threads()
 	factors := prefixed(base, "slurmdbd_fairshare_factor{")
 	if len(factors) == 0 {
@@ -162,10 +172,14 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	var frozen float64
 	maxG, maxFDs := base["go_goroutines"], base["process_open_fds"]
 	scrapes := 0
+	midFailures := -1.0 // failed refreshes counted at half the outage
 	for time.Since(stopped) < faultOutage {
 		time.Sleep(5 * time.Second)
 		m, _ := s.scrape()
 		scrapes++
+		if midFailures < 0 && time.Since(stopped) >= faultOutage/2 {
+			midFailures = dbFailures(m)
+		}
 		maxG, maxFDs = max(maxG, m["go_goroutines"]), max(maxFDs, m["process_open_fds"])
 		if time.Since(stopped) < interval+time.Second {
 			continue // a refresh may have begun before the stop
@@ -186,31 +200,36 @@ func TestFaultDatabaseOutage(t *testing.T) {
 		}
 	}
 	down, _ := s.scrape()
-	failures := down[errorsDB] + down[errorsConnect] - base[errorsDB] - base[errorsConnect]
-	if failures < float64(faultOutage/interval)/2 {
-		t.Errorf("%v failed refreshes counted in %v of outage", failures, faultOutage)
+	failures := dbFailures(down) - dbFailures(base)
+	// refreshes kept being tried all through the outage: failures were
+	// still counted in its second half, and at least a fifth of the ticks
+	// failed (how many of them a loaded machine runs is its own affair)
+	if failures < float64(faultOutage/interval)/5 || dbFailures(down) <= midFailures {
+		t.Errorf("%v failed refreshes counted in %v of outage, %v of them in its second half", failures, faultOutage, dbFailures(down)-midFailures)
 	}
 
 	f.srv.Restart()
 	back := time.Now()
-	var recovered time.Duration
-	for {
-		m, _ := s.scrape()
-		if m[upDB] == 1 && m[lastDB] > frozen {
-			recovered = time.Since(back)
-			break
-		}
-		if time.Since(back) > 3*interval {
-			t.Fatalf("not recovered %v after MariaDB came back", time.Since(back))
-		}
-		time.Sleep(100 * time.Millisecond)
+	atBack, _ := s.scrape()
+	m := s.waitScrape("recovery after MariaDB came back", 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 && m[lastDB] > frozen })
+	recovered := time.Since(back)
+	// within one refresh, counted in refreshes, not seconds: at most the
+	// one under way as MariaDB came back failed
+	if n := dbFailures(m) - dbFailures(atBack); n > 1 {
+		t.Errorf("%v refreshes failed after MariaDB came back (recovered after %v): expected it back within one refresh", n, recovered)
 	}
-	if recovered > interval+time.Second {
-		t.Errorf("recovered %v after MariaDB came back: expected within one refresh (%v)", recovered, interval)
+	// goroutines, open files and server sessions back at their baseline,
+	// however many refreshes that takes; judged at the last look
+	settled := func(after map[string]float64, threads int) bool {
+		return after["go_goroutines"] <= base["go_goroutines"]+2 && after["process_open_fds"] <= base["process_open_fds"]+1 && threads <= max(baseThreads, 2)
 	}
-	time.Sleep(3 * interval)
 	after, _ := s.scrape()
 	threads := f.threads()
+	for deadline := time.Now().Add(30 * time.Second); !settled(after, threads) && time.Now().Before(deadline); {
+		time.Sleep(interval)
+		after, _ = s.scrape()
+		threads = f.threads()
+	}
 	t.Logf("outage %v, %d scrapes, %v failed refreshes counted; recovered %v after MariaDB answered", faultOutage, scrapes, failures, recovered.Round(time.Millisecond))
 	t.Logf("goroutines: %v before, at most %v during, %v after; open files: %v, %v, %v; server sessions: %d before, %d after",
 		base["go_goroutines"], maxG, after["go_goroutines"], base["process_open_fds"], maxFDs, after["process_open_fds"], baseThreads, threads)
@@ -255,16 +274,21 @@ func TestFaultReportedHang(t *testing.T) {
 
 	f.write(hang, "")
 	hung := time.Now()
-	m = s.waitScrape("first hung read", interval+timeout+5*time.Second, func(m map[string]float64) bool {
+	// The waits below end at what they wait for: their deadlines are at
+	// least five times what it takes (at most interval+timeout, about
+	// stale*interval+interval, interval+timeout), for a loaded machine.
+	m = s.waitScrape("first hung read", 25*time.Second, func(m map[string]float64) bool {
 		return m[errorsRep] > errors0
 	})
 	if m[upReported] != 0 {
 		t.Errorf("up{reported} %v after a failed read", m[upReported])
 	}
-	if d := m[tookReported]; d < timeout.Seconds() || d > timeout.Seconds()+1 {
+	// cut at the timeout, not run to sshare's end (300 s): no earlier, and
+	// killing and reaping it may take a loaded machine a few seconds
+	if d := m[tookReported]; d < timeout.Seconds() || d > timeout.Seconds()+10 {
 		t.Errorf("a hung read took %vs: expected --reported.timeout (%v)", d, timeout)
 	}
-	m = s.waitScrape("reported values withdrawn", stale*interval+interval+5*time.Second, func(m map[string]float64) bool {
+	m = s.waitScrape("reported values withdrawn", 60*time.Second, func(m map[string]float64) bool {
 		return len(prefixed(m, "slurmdbd_fairshare_reported_")) == 0 && len(prefixed(m, "slurmdbd_fairshare_drift_")) == 0
 	})
 	withdrawn := time.Since(hung)
@@ -274,14 +298,18 @@ func TestFaultReportedHang(t *testing.T) {
 	if len(prefixed(m, "slurmdbd_fairshare_factor{")) == 0 {
 		t.Error("the database's values were withdrawn with the reported ones")
 	}
-	time.Sleep(interval)
+	// the age is taken at each scrape: it must rise from one to a later
 	m2, _ := s.scrape()
+	for deadline := time.Now().Add(20 * time.Second); m2[ageReported] <= m[ageReported] && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		m2, _ = s.scrape()
+	}
 	if m2[ageReported] <= m[ageReported] {
 		t.Errorf("the reported source's age does not rise: %v then %v", m[ageReported], m2[ageReported])
 	}
 
 	os.Remove(hang)
-	m = s.waitScrape("sshare back", interval+timeout+5*time.Second, func(m map[string]float64) bool {
+	m = s.waitScrape("sshare back", 25*time.Second, func(m map[string]float64) bool {
 		return m[upReported] == 1 && len(prefixed(m, "slurmdbd_fairshare_reported_factor{")) > 0
 	})
 	failed := m[errorsRep] - errors0
@@ -303,7 +331,10 @@ func TestFaultReportedHang(t *testing.T) {
 			t.Errorf("sshare %s still running or not reaped", pid)
 		}
 	}
-	if float64(children) != failed || failed < stale {
+	// every hung run killed and counted, one failure each. How many there
+	// were depends on how fast the machine ran them (the withdrawal above
+	// is judged by the last good report's age, not by a count)
+	if float64(children) != failed || failed < 1 {
 		t.Errorf("%d hung sshare runs, %v failures counted", children, failed)
 	}
 	if !strings.Contains(s.logs.String(), "deadline exceeded") {
@@ -319,7 +350,10 @@ func TestFaultReportedHang(t *testing.T) {
 func TestFaultTableLock(t *testing.T) {
 	t.Parallel()
 	f := newFaultEnv(t)
-	const interval, timeout, held = 3 * time.Second, 2 * time.Second, 20 * time.Second
+	const interval, timeout = 3 * time.Second, 2 * time.Second
+	// the lock is held until this many refreshes have failed behind it
+	// (about 15 s), however long the machine takes to run them
+	const failures = 5
 	s := f.serve("--reported.source", "none", "--refresh-interval", interval.String(), "--db.timeout", timeout.String())
 	m0, _ := s.scrape()
 
@@ -339,14 +373,16 @@ func TestFaultTableLock(t *testing.T) {
 	}
 	locked := time.Now()
 	most := 0
-	for time.Since(locked) < held {
+	m, _ := s.scrape()
+	for deadline := locked.Add(75 * time.Second); m[errorsDB]-m0[errorsDB] < failures && time.Now().Before(deadline); {
 		most = max(most, f.threads())
 		time.Sleep(500 * time.Millisecond)
+		m, _ = s.scrape()
 	}
-	m, _ := s.scrape()
+	held := time.Since(locked).Round(100 * time.Millisecond)
 	timeouts := m[errorsDB] - m0[errorsDB]
-	if m[upDB] != 0 || timeouts < float64(held/interval)-2 {
-		t.Errorf("lock held %v: up{db} %v, %v refreshes failed", held, m[upDB], timeouts)
+	if m[upDB] != 0 || timeouts < failures {
+		t.Errorf("lock held %v: up{db} %v, %v refreshes failed (want %d)", held, m[upDB], timeouts, failures)
 	}
 	if most > 2 {
 		t.Errorf("%d exporter sessions on the server behind the lock: expected at most 2 (one giving up, one waiting)", most)
@@ -355,7 +391,7 @@ func TestFaultTableLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	unlocked := time.Now()
-	s.waitScrape("refresh after the lock", interval+5*time.Second, func(m map[string]float64) bool {
+	s.waitScrape("refresh after the lock", 30*time.Second, func(m map[string]float64) bool {
 		return m[upDB] == 1 && m[lastDB] > float64(unlocked.Unix())-1
 	})
 	logs := s.logs.String()
@@ -406,7 +442,19 @@ func TestFaultBadData(t *testing.T) {
 	s.waitScrape("the new rows exported", 20*time.Second, func(m map[string]float64) bool {
 		return len(prefixed(m, `slurmdbd_fairshare_shares{account="we|ird \"acct\""`)) > 0
 	})
-	time.Sleep(3 * time.Second)
+	logged := []string{
+		`id_assoc=100 account=\"orphan\": parent id_assoc=999 does not exist`,
+		`id_assoc=101 account=\"cyc1\": not reachable from root`,
+		`id_assoc=102 account=\"cyc2\": not reachable from root`,
+		`id_assoc=103 account=\"b\" user=\"u1\": already has row id_assoc=10`,
+		`id_assoc=120 account=\"b\" user=\"negshares\": shares -5: expected 0 to 2147483647`,
+		`hourly usage of id_assoc=11 id_tres=1 time_start=1795298400: alloc_secs 18446744073709551616`,
+		`id_tres=9999, which tres_table does not list: exported as tres=\"tres_9999\"`,
+	}
+	// judged once the log names every bad row (or 30 s have passed)
+	s.waitLog(30*time.Second, func(log string) bool {
+		return !slices.ContainsFunc(logged, func(want string) bool { return !strings.Contains(log, want) })
+	})
 	m, _ := s.scrape()
 	if m[upDB] != 1 {
 		t.Errorf("up{db} %v: bad rows failed the refresh", m[upDB])
@@ -440,15 +488,7 @@ func TestFaultBadData(t *testing.T) {
 		}
 	}
 	logs := s.logs.String()
-	for _, want := range []string{
-		`id_assoc=100 account=\"orphan\": parent id_assoc=999 does not exist`,
-		`id_assoc=101 account=\"cyc1\": not reachable from root`,
-		`id_assoc=102 account=\"cyc2\": not reachable from root`,
-		`id_assoc=103 account=\"b\" user=\"u1\": already has row id_assoc=10`,
-		`id_assoc=120 account=\"b\" user=\"negshares\": shares -5: expected 0 to 2147483647`,
-		`hourly usage of id_assoc=11 id_tres=1 time_start=1795298400: alloc_secs 18446744073709551616`,
-		`id_tres=9999, which tres_table does not list: exported as tres=\"tres_9999\"`,
-	} {
+	for _, want := range logged {
 		if !strings.Contains(logs, want) {
 			t.Errorf("the log does not say %s", want)
 		}
@@ -572,7 +612,8 @@ func TestFaultWrongPassword(t *testing.T) {
 	f.write(f.dsnFile, f.srv.DSN("exporter", wrong, "slurm_acct_db"))
 	f.secret = wrong
 	s := f.serveUntil("/-/healthy", "--reported.source", "none", "--refresh-interval", "1s")
-	time.Sleep(2 * time.Second)
+	// judged once a refresh has failed (or 30 s have passed)
+	s.waitLog(30*time.Second, func(log string) bool { return strings.Contains(log, "Access denied for user 'exporter'") })
 	m, _ := s.scrape()
 	if m[upDB] != 0 || !strings.Contains(s.logs.String(), "Access denied for user 'exporter'") {
 		t.Errorf("up{db} %v; log:\n%s", m[upDB], s.logs.String())

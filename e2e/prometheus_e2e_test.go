@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -118,7 +117,7 @@ func (a promAlert) String() string {
 }
 
 func (p *promServer) get(path string, v any) error {
-	resp, err := http.Get(p.url + path)
+	resp, err := httpClient.Get(p.url + path)
 	if err != nil {
 		return err
 	}
@@ -129,19 +128,19 @@ func (p *promServer) get(path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// alerts reads the active alerts (pending and firing) from the HTTP API.
-func (p *promServer) alerts() []promAlert {
-	p.t.Helper()
+// alerts reads the active alerts (pending and firing) from the HTTP API,
+// or returns why it could not.
+func (p *promServer) alerts() ([]promAlert, error) {
 	var r struct {
 		Data struct {
 			Alerts []promAlert `json:"alerts"`
 		} `json:"data"`
 	}
 	if err := p.get("/api/v1/alerts", &r); err != nil {
-		p.t.Fatalf("prometheus alerts: %v", err)
+		return nil, fmt.Errorf("prometheus alerts: %v", err)
 	}
 	sort.Slice(r.Data.Alerts, func(i, j int) bool { return r.Data.Alerts[i].String() < r.Data.Alerts[j].String() })
-	return r.Data.Alerts
+	return r.Data.Alerts, nil
 }
 
 // firing lists the firing alerts by name.
@@ -155,17 +154,18 @@ func firing(as []promAlert) map[string]bool {
 	return m
 }
 
-// waitAlerts reads the alerts until ok holds or d passes.
+// waitAlerts reads the alerts until ok holds or d passes; a read that
+// fails is not yet.
 func (p *promServer) waitAlerts(what string, d time.Duration, ok func([]promAlert) bool) []promAlert {
 	p.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		as := p.alerts()
-		if ok(as) {
+		as, err := p.alerts()
+		if err == nil && ok(as) {
 			return as
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("prometheus: %s: not within %v; alerts %s", what, d, alertList(as))
+			p.t.Fatalf("prometheus: %s: not within %v; alerts %s (%v)", what, d, alertList(as), err)
 		}
 		time.Sleep(time.Second)
 	}

@@ -19,8 +19,9 @@ import (
 // soakEnv sets how long TestServeRealSlurm's healthy workload runs: 10
 // minutes by default and under make test-live, 6 under make test, 60
 // under make soak. At least 5: serve pins the pass phase in about two
-// periods, and the restart at three fifths hides it for two minutes; a
-// 3-minute soak inferred it at no scrape it could be judged at.
+// periods, and the restart at three fifths hides it until serve shows a
+// report read after it (soakWorkload.phaseComparable); a 3-minute soak
+// inferred it at no scrape it could be judged at.
 const soakEnv = "SLURMDBD_EXPORTER_SOAK"
 
 func soakDuration(t *testing.T) time.Duration {
@@ -143,6 +144,9 @@ type soakWorkload struct {
 	// rewound is the late record's time slurmdbd rewound last_ran to
 	// after the restart (zero: none seen).
 	rewound time.Time
+	// reportedBack is when a scrape first showed a report read after the
+	// restart (zero: not yet).
+	reportedBack time.Time
 	// Lost: slurmctld saved no state as it stopped (a lock was held,
 	// slurmharness.savedState) and came back with its last checkpoint's
 	// usage. What it lost is then a real fault, rightly flagged.
@@ -193,9 +197,47 @@ func (w *soakWorkload) step(t *testing.T) {
 	}
 }
 
-// restarting: slurmctld may not answer yet (the reported source is down).
+// reportedLastSuccess is when serve last read what Slurm reports (the
+// middle of the read).
+var reportedLastSuccess = series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "reported")
+
+// reportedTimeout is serve's default --reported.timeout: a read (boot
+// time, then sshare) ends within it of its start.
+const reportedTimeout = 30 * time.Second
+
+// scraped follows serve back from the restart, scrape by scrape: it notes
+// the first scrape that shows a report read after it, and fails the test
+// if none has within 5 minutes (reads come about once a period).
+func (w *soakWorkload) scraped(t *testing.T, m map[string]float64) {
+	t.Helper()
+	if w.Restarted.IsZero() || !w.reportedBack.IsZero() {
+		return
+	}
+	if m[reportedLastSuccess] > slurmharness.UnixSeconds(w.Restarted) {
+		w.reportedBack = time.Now()
+		t.Logf("soak: serve shows a report read after slurmctld's restart %v after it", w.reportedBack.Sub(w.Restarted).Round(time.Second))
+		return
+	}
+	if time.Since(w.Restarted) > 5*time.Minute {
+		t.Fatalf("soak: serve shows no report read since slurmctld's restart at %s (up{reported} %v)", w.Restarted.Format(time.TimeOnly),
+			m[series("slurmdbd_exporter_up", "source", "reported")])
+	}
+}
+
+// restarting: slurmctld was restarted and serve shows no report read
+// since, so up{reported} may be 0: a read failed while slurmctld was down,
+// and the next may be a period away.
 func (w *soakWorkload) restarting() bool {
-	return !w.Restarted.IsZero() && time.Since(w.Restarted) < 45*time.Second
+	return !w.Restarted.IsZero() && w.reportedBack.IsZero()
+}
+
+// phaseComparable: the pass phase scrape m shows can be judged against the
+// state file. After the restart slurmctld's passes start at a new phase,
+// and serve infers it afresh from the first read that sees the new boot
+// time: a report read that began after the restart, which one read more
+// than reportedTimeout after it did.
+func (w *soakWorkload) phaseComparable(m map[string]float64) bool {
+	return w.Restarted.IsZero() || m[reportedLastSuccess] > slurmharness.UnixSeconds(w.Restarted.Add(reportedTimeout))
 }
 
 // soakExplain is what checkSprioRanges reads of explain --job.
@@ -286,7 +328,9 @@ func hiddenCheck(t *testing.T, c *slurmharness.Cluster, dsnFile, hidden string, 
 		flag = t.Logf
 	}
 	start := time.Now()
-	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden)
+	// check stops reading at the first pass it pins; its default wait (one
+	// period and 10 s) was nearly used up on a loaded machine (51 s)
+	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden, "--phase.wait", "5m")
 	phase := rep.Phase
 	if phase == nil {
 		phase = &drift.Phase{}

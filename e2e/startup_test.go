@@ -29,7 +29,7 @@ func TestFaultSilentDatabase(t *testing.T) {
 	if v, ok := m[upDB]; !ok || v != 0 {
 		t.Errorf("up{source=\"db\"} %v (present %v): expected 0 while the database does not answer", v, ok)
 	}
-	resp, err := http.Get(s.url + "/-/ready")
+	resp, err := httpClient.Get(s.url + "/-/ready")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,14 @@ func TestFaultClusterWithoutTables(t *testing.T) {
 	f := newFaultEnv(t)
 	f.srv.MustSQL("INSERT INTO slurm_acct_db.cluster_table (creation_time, name, federation, fed_state) VALUES (1, 'ghost', '', 0)")
 	s := f.serve("--reported.source", "none", "--refresh-interval", "1s")
-	time.Sleep(3 * time.Second) // several refreshes
-	m, _ := s.scrape()
+	// several refreshes: the last success moves twice more (it would
+	// not if the cluster without tables failed them)
+	m := s.waitScrape("a good refresh", 30*time.Second, func(m map[string]float64) bool { return m[lastDB] > 0 })
+	for range 2 {
+		prev := m[lastDB]
+		m = s.waitScrape("another good refresh (the cluster without tables must not fail it)", 30*time.Second,
+			func(m map[string]float64) bool { return m[lastDB] > prev })
+	}
 	up := func(c string) string { return series("slurmdbd_exporter_cluster_up", "slurm_cluster", c) }
 	if m[upDB] != 1 || m[up("v2411")] != 1 || m[up("ghost")] != 0 {
 		t.Errorf("up{db} %v, cluster_up{v2411} %v, cluster_up{ghost} %v: expected 1, 1, 0", m[upDB], m[up("v2411")], m[up("ghost")])
@@ -78,8 +84,11 @@ func TestFaultGrantMissing(t *testing.T) {
 		}
 	}
 	s := f.serveUntil("/-/healthy", "--reported.source", "none", "--refresh-interval", "1s")
-	time.Sleep(2 * time.Second)
+	// judged after two failed refreshes, as many as 2 s gave an idle
+	// machine, and once the log says why (or 30 s have passed)
+	s.waitScrape("two failed refreshes", 30*time.Second, func(m map[string]float64) bool { return dbFailures(m) >= 2 })
 	want := "may not read table v2411_assoc_usage_hour_table: expected GRANT SELECT"
+	s.waitLog(30*time.Second, func(log string) bool { return strings.Contains(log, want) })
 	if !strings.Contains(s.logs.String(), want) {
 		t.Errorf("log does not say %q", want)
 	}
@@ -96,11 +105,14 @@ func TestFaultHangup(t *testing.T) {
 	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
-	if _, err := http.Get(s.url + "/-/healthy"); err != nil {
+	// judged once the signal is handled: logged (or 30 s have passed)
+	logged := s.waitLog(30*time.Second, func(log string) bool { return strings.Contains(log, "SIGHUP") })
+	resp, err := httpClient.Get(s.url + "/-/healthy")
+	if err != nil {
 		t.Fatalf("after SIGHUP: %v", err)
 	}
-	if !strings.Contains(s.logs.String(), "SIGHUP") {
+	resp.Body.Close()
+	if !logged {
 		t.Error("SIGHUP not logged")
 	}
 }
@@ -117,7 +129,8 @@ func TestFaultDriverLogJSON(t *testing.T) {
 		c.Close()
 	})
 	s := startServeUntil(t, "/-/healthy", os.Environ(), append(args, "--refresh-interval", "1s", "--reported.source", "none")...)
-	time.Sleep(2 * time.Second)
+	// judged once the driver has said something (or 30 s have passed)
+	s.waitLog(30*time.Second, func(log string) bool { return strings.Contains(log, `"component":"mysql driver"`) })
 	s.stop()
 	driver := 0
 	for _, line := range strings.Split(strings.TrimSpace(s.logs.String()), "\n") {

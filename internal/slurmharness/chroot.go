@@ -45,6 +45,9 @@ const recipe = "1"
 // with SLURMRESTD_SECURITY=disable_user_check).
 const restUser = "slurmrestd"
 
+// httpTimeout bounds each HTTP request the harness makes.
+const httpTimeout = 30 * time.Second
+
 // builtStamp, inside a chroot, is written last by a build that succeeded;
 // it holds the installed packages' versions.
 const builtStamp = ".slurmharness-built"
@@ -401,12 +404,16 @@ func (c *Cluster) StartRestd() Restd {
 		c.t.Fatalf("scontrol token: %q", out)
 	}
 	r := Restd{URL: fmt.Sprintf("http://127.0.0.1:%d", port), Unix: "unix://" + filepath.Join(c.root, sock), User: restUser, Token: tok}
-	unix := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	// each request has a deadline: one that hangs is a "not yet" of
+	// waitFor, not a wait without end
+	unix := &http.Client{Timeout: httpTimeout, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(c.root, sock))
 	}}}
-	c.waitFor("slurmrestd to answer", 30*time.Second, func() error {
+	tcp := &http.Client{Timeout: httpTimeout}
+	// a few requests' deadlines: slurmrestd answers within seconds once up
+	c.waitFor("slurmrestd to answer", 4*httpTimeout, func() error {
 		for _, get := range []func() (*http.Response, error){
-			func() (*http.Response, error) { return http.Get(r.URL + "/openapi/v3") },
+			func() (*http.Response, error) { return tcp.Get(r.URL + "/openapi/v3") },
 			func() (*http.Response, error) { return unix.Get("http://localhost/openapi/v3") },
 		} {
 			resp, err := get()

@@ -331,8 +331,8 @@ AccountingStorageEnforce=%s
 JobCompType=jobcomp/none
 PriorityType=priority/multifactor
 PriorityDecayHalfLife=%s
-PriorityCalcPeriod=1
-`, c.Name, c.host, c.ctldPort, c.dPort, c.inDir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife)
+PriorityCalcPeriod=%d
+`, c.Name, c.host, c.ctldPort, c.dPort, c.inDir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife, int(calcPeriod/time.Minute))
 	b.WriteString(c.chrootConf(true))
 	if c.cfg.PriorityFlags != "" {
 		fmt.Fprintf(&b, "PriorityFlags=%s\n", c.cfg.PriorityFlags)
@@ -358,6 +358,14 @@ PriorityCalcPeriod=1
 	}
 	return b.String()
 }
+
+// calcPeriod is the PriorityCalcPeriod every cluster runs with (whole
+// minutes in slurm.conf).
+const calcPeriod = time.Minute
+
+// CalcPeriod is the cluster's PriorityCalcPeriod: slurmctld runs a decay
+// pass once in each. Waits for a pass are multiples of it.
+func (c *Cluster) CalcPeriod() time.Duration { return calcPeriod }
 
 // Env is the environment for Slurm clients of this cluster, the
 // exporter among them: in a chroot release, PATH starts with wrappers that
@@ -639,15 +647,20 @@ func (c *Cluster) LoadTree(cmds [][]string) {
 	}
 }
 
+// waitFor calls ok until it returns nil, every half second for d, and
+// fails the test with its last error after that. It calls ok at least
+// once, d <= 0 too: a wait that never looked has no error to report.
 func (c *Cluster) waitFor(what string, d time.Duration, ok func() error) {
 	c.t.Helper()
 	deadline := time.Now().Add(d)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = ok(); err == nil {
+	for {
+		err := ok()
+		if err == nil {
 			return
+		}
+		if !time.Now().Before(deadline) {
+			c.t.Fatalf("waiting %v for %s: %v", d, what, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	c.t.Fatalf("waiting %v for %s: %v", d, what, err)
 }

@@ -38,21 +38,38 @@ func (c *Cluster) Submit(user, account, partition string, cpus, seconds int, ext
 // JobStates maps job id to state for every job slurmctld still lists.
 func (c *Cluster) JobStates() map[string]string {
 	c.t.Helper()
-	out := c.MustRun("squeue", "-h", "-o", "%i %T")
+	m, err := c.jobStates()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
+// jobStates is JobStates that returns squeue's failure: under load squeue
+// can time out ("Socket timed out on send/recv operation"), which a poll
+// retries until its deadline.
+func (c *Cluster) jobStates() (map[string]string, error) {
+	out, err := c.Run("squeue", "-h", "-o", "%i %T")
+	if err != nil {
+		return nil, err
+	}
 	m := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		if f := strings.Fields(l); len(f) == 2 {
 			m[f[0]] = f[1]
 		}
 	}
-	return m
+	return m, nil
 }
 
 // WaitRunning waits until every job is running.
 func (c *Cluster) WaitRunning(d time.Duration, ids ...string) {
 	c.t.Helper()
 	c.waitFor("jobs to run", d, func() error {
-		st := c.JobStates()
+		st, err := c.jobStates()
+		if err != nil {
+			return err
+		}
 		for _, id := range ids {
 			if st[id] != "RUNNING" {
 				return fmt.Errorf("job %s is %q", id, st[id])
@@ -67,7 +84,10 @@ func (c *Cluster) WaitRunning(d time.Duration, ids ...string) {
 func (c *Cluster) WaitGone(d time.Duration, ids ...string) {
 	c.t.Helper()
 	c.waitFor("jobs to end", d, func() error {
-		st := c.JobStates()
+		st, err := c.jobStates()
+		if err != nil {
+			return err
+		}
 		if len(ids) == 0 && len(st) > 0 {
 			return fmt.Errorf("%d jobs left", len(st))
 		}
@@ -90,11 +110,13 @@ func (c *Cluster) LastDecayRan() []byte {
 
 // WaitDecayPass waits until slurmctld has finished a decay pass after the
 // call: priority_last_decay_ran is rewritten. A pass takes milliseconds, so
-// the one that ends is in practice one that began after the call.
+// the one that ends is in practice one that began after the call. It
+// returns at the first pass; the deadline, five periods, is only for a
+// slurmctld that runs none.
 func (c *Cluster) WaitDecayPass() {
 	c.t.Helper()
 	prev := c.LastDecayRan()
-	c.waitFor("a decay pass", 150*time.Second, func() error {
+	c.waitFor("a decay pass", 5*c.CalcPeriod(), func() error {
 		if cur := c.LastDecayRan(); len(cur) == 0 || bytes.Equal(cur, prev) {
 			return fmt.Errorf("priority_last_decay_ran unchanged")
 		}
