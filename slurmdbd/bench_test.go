@@ -19,7 +19,7 @@ import (
 // half-life.
 func BenchmarkLoad(b *testing.B) {
 	ctx := context.Background()
-	g := generate(b, mariadbtest.Start(b, ""), "slurm-22.05", gen.Config{Associations: 10000, Depth: 5, Months: 1, Seed: 1})
+	g := generate(b, mariadbtest.Start(b, ""), "slurm-22.05", gen.Config{Associations: 10000, Depth: 5, Months: 1, Seed: 1, JobsPerHour: 100})
 	c, st, end := g.c, g.stats, genEnd
 	b.Logf("generated %+v", st)
 	passes := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18}

@@ -1,7 +1,8 @@
 // Command slurmdbd-gen fills a slurmdbd database with a synthetic cluster
 // for scale measurements (internal/gen): N associations, months of
-// hourly, daily and monthly rollups with about one user association in
-// ten active each hour, finished and running jobs. Deterministic by seed.
+// finished jobs that keep about one user association in ten busy at a
+// time, the hourly, daily and monthly rollups slurmdbd would make of
+// them, and running jobs. Deterministic by seed.
 //
 // It writes into tables real slurmdbd created, replacing the cluster's
 // associations, rollups and jobs. Either let slurmdbd create them, or load
@@ -35,7 +36,7 @@ type cli struct {
 	Depth        int       `default:"6" help:"Levels below root to the deepest users (users sit at depth 2 to this)."`
 	Months       int       `default:"1" help:"Months of rollups before --end."`
 	End          time.Time `help:"End of the last rolled-up hour (RFC 3339; default: the last full hour)."`
-	JobsPerHour  int       `default:"100" help:"Finished jobs ending in each hour."`
+	JobsPerHour  int       `default:"100" help:"Finished jobs ending in an hour, on average. All usage is theirs: the fewer, the longer they run."`
 	AllTRES      bool      `name:"all-tres" help:"Roll up cpu, node and billing, as real slurmdbd does (three rows an hour where billing alone is one)."`
 	Seed         uint64    `default:"1"`
 }

@@ -2,12 +2,12 @@
 // benchmarks: an association tree (fairshare.Synthetic's shapes, with a
 // consistent lft/rgt nested set, the accounts and users in acct_table and
 // user_table, so that a slurmctld started after it loads the same tree)
-// and months of hourly, daily and monthly billing rollups in which about
-// one user association in ten is active in a given hour (one user in ten
-// idle for the last two thirds of the months), finished jobs
-// over the same months and running jobs after the last rollup. It writes
-// into the tables real slurmdbd created (load a real dump, or let
-// slurmdbd create them, first); deterministic by seed.
+// and months of finished jobs, which keep about one user association in
+// ten busy at a time (one user in ten idle for the last two thirds of the
+// months), with the hourly, daily and monthly rollups slurmdbd would make
+// of them, and running jobs across the last rollup. It writes into the
+// tables real slurmdbd created (load a real dump, or let slurmdbd create
+// them, first); deterministic by seed.
 package gen
 
 import (
@@ -35,8 +35,9 @@ type Config struct {
 	// End is the end of the last rolled-up hour (an hour boundary).
 	End  time.Time
 	Seed uint64
-	// JobsPerHour finished jobs end in each rolled-up hour, run by users
-	// active in it.
+	// JobsPerHour finished jobs end in an hour, on average; at least 1.
+	// All usage is theirs, so the fewer they are, the longer they run:
+	// users/10/JobsPerHour hours on average.
 	JobsPerHour int
 	// AllTRES writes rollup rows of cpu, node and billing, as real
 	// slurmdbd does for jobs that allocate them (the jobs' tres_alloc);
@@ -44,27 +45,60 @@ type Config struct {
 	AllTRES bool
 }
 
-// tres are the TRES ids the rollups hold, in primary key order.
+// allTRES are the TRES every job allocates (newJob), in tres_alloc's and
+// the rollups' primary key order: cpu, node, billing.
+var allTRES = [3]int{1, 4, 5}
+
+// tres are the indexes in allTRES of the TRES the rollups hold.
 func (c Config) tres() []int {
 	if c.AllTRES {
-		return []int{tresCPU, tresNode, tresBilling}
+		return []int{0, 1, 2}
 	}
-	return []int{tresBilling}
+	return []int{2}
 }
 
-const (
-	tresCPU     = 1
-	tresNode    = 4
-	tresBilling = 5
-)
+// job ran over [start, end) (end 0: still running) allocating alloc of
+// allTRES.
+type job struct {
+	start, end int64
+	alloc      [len(allTRES)]int64
+}
 
-// hourUse is an active hour's CPU-seconds.
-type hourUse struct{ start, secs int64 }
+// newJob allocates cpus CPUs on one node, billed by CPU.
+func newJob(start, end int64, cpus int) job {
+	return job{start, end, [len(allTRES)]int64{int64(cpus), 1, int64(cpus)}}
+}
 
-// writeUsage writes one TRES of one association's active hours, and the
-// days and months they sum to (UTC), as slurmdbd rolls them up: billing
-// and cpu are the CPU-seconds (billing = CPUs), node the node-seconds of
-// one node while any CPU is allocated.
+// hourUse is an hour's seconds of allTRES.
+type hourUse struct {
+	start int64
+	secs  [len(allTRES)]int64
+}
+
+// charge adds j's seconds to active, as slurmdbd's hourly rollup does:
+// each hour gets the job's overlap with it times what the job allocates,
+// a running job's up to the last rollup, now. The hours stay in order as
+// long as no job starts in an hour before the last one charged.
+func charge(active []hourUse, j job, now int64) []hourUse {
+	end := j.end
+	if end == 0 {
+		end = now
+	}
+	for h := j.start / 3600 * 3600; h < end; h += 3600 {
+		if n := len(active); n == 0 || active[n-1].start != h {
+			active = append(active, hourUse{start: h})
+		}
+		secs := min(end, h+3600) - max(j.start, h)
+		for i, a := range j.alloc {
+			active[len(active)-1].secs[i] += secs * a
+		}
+	}
+	return active
+}
+
+// writeUsage writes the TRES allTRES[tres] of one association's active
+// hours, and the days and months they sum to (UTC), as slurmdbd rolls
+// them up.
 func writeUsage(ctx context.Context, db *sql.DB, tables map[string]*batch, id, tres int, active []hourUse, now int64) error {
 	var daySum, monthSum int64
 	var dayStart, monthStart int64 = -1, -1
@@ -78,13 +112,10 @@ func writeUsage(ctx context.Context, db *sql.DB, tables map[string]*batch, id, t
 			rolled = time.Unix(start, 0).UTC().AddDate(0, 1, 0)
 		}
 		at := min(rolled.Unix(), now)
-		return tables[table].add(ctx, db, at, at, 0, id, tres, start, sum)
+		return tables[table].add(ctx, db, at, at, 0, id, allTRES[tres], start, sum)
 	}
 	for _, u := range active {
-		secs := u.secs
-		if tres == tresNode {
-			secs = min(secs, 3600)
-		}
+		secs := u.secs[tres]
 		t := time.Unix(u.start, 0).UTC()
 		if d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix(); d != dayStart {
 			if err := flush("assoc_usage_day_table", dayStart, daySum); err != nil {
@@ -98,7 +129,7 @@ func writeUsage(ctx context.Context, db *sql.DB, tables map[string]*batch, id, t
 			}
 			monthStart, monthSum = m, 0
 		}
-		if err := tables["assoc_usage_hour_table"].add(ctx, db, u.start+3600, u.start+3600, 0, id, tres, u.start, secs); err != nil {
+		if err := tables["assoc_usage_hour_table"].add(ctx, db, u.start+3600, u.start+3600, 0, id, allTRES[tres], u.start, secs); err != nil {
 			return err
 		}
 		daySum += secs
@@ -119,6 +150,9 @@ type Stats struct {
 // able to write (a root connection, not the exporter's).
 func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 	var st Stats
+	if c.JobsPerHour < 1 {
+		return st, fmt.Errorf("JobsPerHour %d: all usage comes from jobs, at least 1 an hour", c.JobsPerHour)
+	}
 	tree := fairshare.Synthetic(c.Associations, c.Depth, c.Seed)
 	n := tree.Len()
 	tbl := func(s string) string { return "`" + c.Cluster + "_" + s + "`" }
@@ -219,29 +253,56 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		tables[t] = &batch{table: tbl(t), columns: "creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs"}
 	}
 	jobs := &batch{table: tbl("job_table"), columns: jobColumns}
-	// a job for this share of the active user-hours: JobsPerHour a hour
-	jobShare := float64(c.JobsPerHour) / max(1, float64(len(userIDs))/10)
+	// Each user alternates idle gaps and runs of jobs back to back, busy a
+	// tenth of the time. The lengths are exponential, which forget the
+	// past: busy at start one time in ten is already the steady state.
+	// Jobs last users/10/JobsPerHour hours, so that JobsPerHour end in an
+	// hour. A run touches about one hour more than it lasts: runs of at
+	// least minRunHours (more jobs back to back) keep the busy hours near a
+	// tenth when jobs are short.
+	const minRunHours = 4
+	jobHours := float64(len(userIDs)) / 10 / float64(c.JobsPerHour)
+	runHours := max(jobHours, minRunHours)
+	jobSecs, idleSecs := jobHours*3600, 9*runHours*3600
+	another := 1 - jobHours/runHours // a run's next job follows
 	jobID := 0
 	// one user in ten has been idle for the last two thirds of the span:
 	// all its usage is old
 	idleFrom := start + (now-start)/3
+	type assocJob struct {
+		assoc int
+		job
+	}
 	var active []hourUse
+	var running []assocJob
 	for k, id := range userIDs {
 		active = active[:0]
-		for h := start; h < now; h += 3600 {
-			if r.IntN(10) != 0 || (k%10 == 9 && h > idleFrom) {
+		stop := now
+		if k%10 == 9 {
+			stop = idleFrom
+		}
+		// a job under way at stop ends there: the jobs still running
+		// after the last rollup are the few below
+		for t, busy := start, r.IntN(10) == 0; t < stop; {
+			if !busy {
+				t += int64(r.ExpFloat64() * idleSecs)
+				busy = true
 				continue
 			}
-			secs := int64(r.IntN(3600*64) + 1)
-			active = append(active, hourUse{h, secs})
-			if r.Float64() < jobShare {
-				// a job of this user ending in this hour
-				jobID++
-				end := h + int64(r.IntN(3600))
-				if err := jobs.add(ctx, db, jobRow(jobID, id, end-int64(r.IntN(4*3600)), end, 1+r.IntN(64), 3)...); err != nil {
-					return st, err
-				}
+			j := newJob(t, min(stop, t+1+int64(r.ExpFloat64()*jobSecs)), 1+r.IntN(64))
+			active = charge(active, j, now)
+			jobID++
+			if err := jobs.add(ctx, db, jobRow(jobID, id, j)...); err != nil {
+				return st, err
 			}
+			t, busy = j.end, r.Float64() < another
+		}
+		// running since half an hour before the last rollup, which holds
+		// that half hour
+		if k%50 == 0 {
+			j := newJob(now-1800, 0, 1+r.IntN(64))
+			active = charge(active, j, now)
+			running = append(running, assocJob{id, j})
 		}
 		// rows in primary key order: each TRES's hours, then the next
 		for _, t := range c.tres() {
@@ -263,13 +324,10 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		return st, err
 	}
 	st.Jobs = jobs.written
-	// Running jobs since before the last rollup.
-	for k, id := range userIDs {
-		if k%50 != 0 {
-			continue
-		}
+	// submitted after the finished ones
+	for _, j := range running {
 		jobID++
-		if err := jobs.add(ctx, db, jobRow(jobID, id, now-1800, 0, 1+r.IntN(64), 1)...); err != nil {
+		if err := jobs.add(ctx, db, jobRow(jobID, j.assoc, j.job)...); err != nil {
 			return st, err
 		}
 	}
@@ -334,12 +392,18 @@ func (b *batch) flush(ctx context.Context, db *sql.DB) error {
 const jobColumns = "job_db_inx,id_assoc,id_job,id_qos,time_submit,time_start,time_end,tres_alloc,tres_req,deleted," +
 	"cpus_req,job_name,id_resv,id_wckey,id_user,id_group,het_job_id,het_job_offset,state_reason_prev,nodes_alloc,`partition`,priority,state"
 
-// jobRow is a job of assoc with cpus CPUs (billing = CPUs) in state
-// (1 running, 3 completed); end 0: still running. Its values follow
+// jobRow is j of assoc, completed or running (end 0), with the values of
 // jobColumns.
-func jobRow(id, assoc int, start, end int64, cpus, state int) []any {
-	tres := fmt.Sprintf("1=%d,4=1,5=%d", cpus, cpus)
-	return []any{id, assoc, id, 1, start, start, end, tres, "", 0, cpus, "gen", 0, 0, 0, 0, 0, 0, 0, 1, "", 0, state}
+func jobRow(id, assoc int, j job) []any {
+	var tres []string
+	for i, a := range j.alloc {
+		tres = append(tres, fmt.Sprintf("%d=%d", allTRES[i], a))
+	}
+	state := 3
+	if j.end == 0 {
+		state = 1
+	}
+	return []any{id, assoc, id, 1, j.start, j.start, j.end, strings.Join(tres, ","), "", 0, int(j.alloc[0]), "gen", 0, 0, 0, 0, 0, 0, 0, int(j.alloc[1]), "", 0, state}
 }
 
 func boolInt(b bool) int {
