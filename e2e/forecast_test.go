@@ -54,14 +54,7 @@ func TestForecastAgainstSshare(t *testing.T) {
 // TestForecastAgainstSshare judged it live.
 func TestForecastReplay(t *testing.T) {
 	t.Parallel()
-	runs, err := filepath.Glob(filepath.Join(recordings, "forecast", "*"))
-	if err != nil || len(runs) == 0 {
-		t.Fatalf("no recordings in %s (%v): make record writes them", filepath.Join(recordings, "forecast"), err)
-	}
-	r := newReplayer(t)
-	for _, run := range runs {
-		t.Run(filepath.Base(run), func(t *testing.T) { replayForecast(t, r, run) })
-	}
+	eachRun(t, "forecast", replayForecast)
 }
 
 // forecastEvent is what a recorded forecast run holds beside its two

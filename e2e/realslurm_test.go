@@ -435,14 +435,7 @@ func treeInLftOrder(t *testing.T, out *sshare.Output, tsv []byte) (tree *fairsha
 // TestRealSlurmReplay (make record) as it was judged live.
 func TestGoldenDatabaseReplay(t *testing.T) {
 	t.Parallel()
-	r := newReplayer(t)
-	for _, dir := range recorded(t, "golden") {
-		rel, _ := filepath.Rel(recordings, dir)
-		t.Run(rel, func(t *testing.T) {
-			code, rep, stderr := r.check(t, dir)
-			judgeDatabase(t, code, rep, stderr)
-		})
-	}
+	eachCapture(t, "golden", judgeDatabase)
 }
 
 // judgeDatabase fails t where check's database mode, while the golden

@@ -110,6 +110,36 @@ func recorded(t *testing.T, dir string) []string {
 	return out
 }
 
+// eachCapture replays every recorded capture of kind (a directory under
+// testdata/recordings) through check as the live run did, and judges the
+// report with judge, as the live run's was.
+func eachCapture(t *testing.T, kind string, judge func(t *testing.T, code int, rep drift.Report, stderr string)) {
+	t.Helper()
+	r := newReplayer(t)
+	for _, dir := range recorded(t, kind) {
+		rel, _ := filepath.Rel(recordings, dir)
+		t.Run(rel, func(t *testing.T) {
+			code, rep, stderr := r.check(t, dir)
+			judge(t, code, rep, stderr)
+		})
+	}
+}
+
+// eachRun replays every recorded run of kind whose judgement spans its
+// captures (kind/<release>: 01, 02 and the run's event.json) with replay,
+// a subtest a release.
+func eachRun(t *testing.T, kind string, replay func(t *testing.T, r *replayer, run string)) {
+	t.Helper()
+	runs, err := filepath.Glob(filepath.Join(recordings, kind, "*"))
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("no recordings in %s (%v): make record writes them", filepath.Join(recordings, kind), err)
+	}
+	r := newReplayer(t)
+	for _, run := range runs {
+		t.Run(filepath.Base(run), func(t *testing.T) { replay(t, r, run) })
+	}
+}
+
 // replayer loads captures into a MariaDB of its own (a database each)
 // and runs check on them as the live run did; one goroutine uses it (the
 // subtests that replay run in turn).

@@ -36,14 +36,7 @@ func TestRealSlurmRollup(t *testing.T) {
 // TestRealSlurmRollup judged it live.
 func TestRollupReplay(t *testing.T) {
 	t.Parallel()
-	r := newReplayer(t)
-	for _, dir := range recorded(t, "rollup") {
-		rel, _ := filepath.Rel(recordings, dir)
-		t.Run(rel, func(t *testing.T) {
-			code, rep, stderr := r.check(t, dir)
-			judgeRollup(t, code, rep, stderr)
-		})
-	}
+	eachCapture(t, "rollup", judgeRollup)
 }
 
 func realSlurmRollup(t *testing.T, release string) {

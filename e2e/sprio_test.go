@@ -175,14 +175,7 @@ func TestSprioRealSlurm(t *testing.T) {
 // judged it live.
 func TestSprioReplay(t *testing.T) {
 	t.Parallel()
-	runs, err := filepath.Glob(filepath.Join(recordings, "sprio", "*"))
-	if err != nil || len(runs) == 0 {
-		t.Fatalf("no recordings in %s (%v): make record writes them", filepath.Join(recordings, "sprio"), err)
-	}
-	r := newReplayer(t)
-	for _, run := range runs {
-		t.Run(filepath.Base(run), func(t *testing.T) { replaySprio(t, r, run) })
-	}
+	eachRun(t, "sprio", replaySprio)
 }
 
 // replaySprio runs explain --job on a recorded sprio run's captures and
