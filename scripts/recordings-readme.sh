@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../testdata/recordings"
 	echo "# Recordings of real Slurm"
 	echo
 	echo "Written by \`make record\` (the live tests that record, on each release in turn; docs/testing.md)"
-	echo "and replayed by \`make test\` (\`TestHistoryReplay\`, \`TestRollupReplay\`). Every file is real output of"
+	echo "and replayed by \`make test\` (\`TestHistoryReplay\`, \`TestRollupReplay\`, \`TestForecastReplay\`,"
+	echo "\`TestSprioReplay\`, \`TestGoldenDatabaseReplay\`). Every file is real output of"
 	echo "real Slurm and MariaDB; none is written by hand. This list is made by \`scripts/recordings-readme.sh\`."
 	echo
 	echo "| run | captures | Slurm | first capture (UTC) | machine |"
