@@ -156,11 +156,7 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	s := f.serve("--reported.source", "none", "--refresh-interval", interval.String(), "--db.timeout", "5s")
 	// the baseline is taken two good refreshes after the first, however
 	// long they take: goroutines, files and sessions have settled
-	base := s.waitScrape("a good refresh before the outage", 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 })
-	for range 2 {
-		prev := base[lastDB]
-		base = s.waitScrape("another good refresh before the outage", 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 && m[lastDB] > prev })
-	}
+	base := s.waitGoodRefreshes("good refreshes before the outage", 2)
 	baseThreads := f.threads()
 	factors := prefixed(base, "slurmdbd_fairshare_factor{")
 	if len(factors) == 0 {
@@ -223,13 +219,11 @@ func TestFaultDatabaseOutage(t *testing.T) {
 	settled := func(after map[string]float64, threads int) bool {
 		return after["go_goroutines"] <= base["go_goroutines"]+2 && after["process_open_fds"] <= base["process_open_fds"]+1 && threads <= max(baseThreads, 2)
 	}
-	after, _ := s.scrape()
-	threads := f.threads()
-	for deadline := time.Now().Add(30 * time.Second); !settled(after, threads) && time.Now().Before(deadline); {
-		time.Sleep(interval)
-		after, _ = s.scrape()
+	var threads int
+	after, _, _ := s.scrapeUntil(30*time.Second, interval, func(m map[string]float64) bool {
 		threads = f.threads()
-	}
+		return settled(m, threads)
+	})
 	t.Logf("outage %v, %d scrapes, %v failed refreshes counted; recovered %v after MariaDB answered", faultOutage, scrapes, failures, recovered.Round(time.Millisecond))
 	t.Logf("goroutines: %v before, at most %v during, %v after; open files: %v, %v, %v; server sessions: %d before, %d after",
 		base["go_goroutines"], maxG, after["go_goroutines"], base["process_open_fds"], maxFDs, after["process_open_fds"], baseThreads, threads)
@@ -299,11 +293,7 @@ func TestFaultReportedHang(t *testing.T) {
 		t.Error("the database's values were withdrawn with the reported ones")
 	}
 	// the age is taken at each scrape: it must rise from one to a later
-	m2, _ := s.scrape()
-	for deadline := time.Now().Add(20 * time.Second); m2[ageReported] <= m[ageReported] && time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-		m2, _ = s.scrape()
-	}
+	m2, _, _ := s.scrapeUntil(20*time.Second, 500*time.Millisecond, func(m2 map[string]float64) bool { return m2[ageReported] > m[ageReported] })
 	if m2[ageReported] <= m[ageReported] {
 		t.Errorf("the reported source's age does not rise: %v then %v", m[ageReported], m2[ageReported])
 	}
@@ -373,12 +363,10 @@ func TestFaultTableLock(t *testing.T) {
 	}
 	locked := time.Now()
 	most := 0
-	m, _ := s.scrape()
-	for deadline := locked.Add(75 * time.Second); m[errorsDB]-m0[errorsDB] < failures && time.Now().Before(deadline); {
+	m, _, _ := s.scrapeUntil(75*time.Second, 500*time.Millisecond, func(m map[string]float64) bool {
 		most = max(most, f.threads())
-		time.Sleep(500 * time.Millisecond)
-		m, _ = s.scrape()
-	}
+		return m[errorsDB]-m0[errorsDB] >= failures
+	})
 	held := time.Since(locked).Round(100 * time.Millisecond)
 	timeouts := m[errorsDB] - m0[errorsDB]
 	if m[upDB] != 0 || timeouts < failures {

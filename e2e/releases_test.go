@@ -197,27 +197,18 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 	// The loop ends at the first scrape that shows it: the deadline, ten
 	// periods, is for a loaded machine.
 	rawUsageWait := 10 * c.CalcPeriod()
-	var m map[string]float64
-	for last := ""; ; time.Sleep(2 * time.Second) {
-		var err error
-		if m, _, err = s.tryScrape(); err != nil {
-			if time.Since(faulted) > rawUsageWait {
-				t.Fatalf("RawUsage=0 for alice: no scrape within %v: %v", rawUsageWait, err)
-			}
-			continue
-		}
+	last := ""
+	m, held, err := s.scrapeUntil(rawUsageWait, 2*time.Second, func(m map[string]float64) bool {
 		state := fmt.Sprintf("serve's report read at %+.0f s, slurmctld's last pass at %+.0f s: alice's reported usage %.0f, raw_usage beyond tolerance %v",
 			m[reportedAt]-float64(faulted.Unix()), trueLastPass(c).Sub(faulted).Seconds(), m[alice], m[rawUsage])
 		if state != last {
 			t.Logf("%v after RawUsage=0: %s", time.Since(faulted).Round(time.Second), state)
 			last = state
 		}
-		if m[rawUsage] > 0 {
-			break
-		}
-		if time.Since(faulted) > rawUsageWait {
-			t.Fatalf("RawUsage=0 for alice: no usage drift within %v; usage (computed, reported) %v\n%s", rawUsageWait, usagePairs(m, c.Name), testenv.Tail(s.logs.Bytes()))
-		}
+		return m[rawUsage] > 0
+	})
+	if !held {
+		t.Fatalf("RawUsage=0 for alice: no usage drift within %v (last scrape: %v); usage (computed, reported) %v\n%s", rawUsageWait, err, usagePairs(m, c.Name), testenv.Tail(s.logs.Bytes()))
 	}
 	_, _, which := driftBeyond(m, c.Name)
 	t.Logf("RawUsage=0 for alice: flagged by serve after %v: %v; usage (computed, reported) %v",

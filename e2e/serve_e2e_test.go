@@ -235,21 +235,47 @@ func usagePairs(m map[string]float64, cluster string) []string {
 	return out
 }
 
-// waitScrape scrapes until ok holds or d passes; a scrape that fails is
-// not yet.
-func (s *served) waitScrape(what string, d time.Duration, ok func(map[string]float64) bool) map[string]float64 {
+// scrapeUntil scrapes every `every` until ok holds of a scrape or d
+// passes; a scrape that fails is not yet. It returns the last scrape that
+// answered, whether ok held of it, and the last scrape's error.
+func (s *served) scrapeUntil(d, every time.Duration, ok func(map[string]float64) bool) (last map[string]float64, held bool, err error) {
 	s.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		m, _, err := s.tryScrape()
-		if err == nil && ok(m) {
-			return m
+		var m map[string]float64
+		if m, _, err = s.tryScrape(); err == nil {
+			if last = m; ok(m) {
+				return m, true, nil
+			}
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%s: not within %v (last scrape: %v)\n%s", what, d, err, testenv.Tail(s.logs.Bytes()))
+			return last, false, err
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(every)
 	}
+}
+
+// waitScrape scrapes until ok holds or d passes, and fails the test then.
+func (s *served) waitScrape(what string, d time.Duration, ok func(map[string]float64) bool) map[string]float64 {
+	s.t.Helper()
+	m, held, err := s.scrapeUntil(d, 2*time.Second, ok)
+	if !held {
+		s.t.Fatalf("%s: not within %v (last scrape: %v)\n%s", what, d, err, testenv.Tail(s.logs.Bytes()))
+	}
+	return m
+}
+
+// waitGoodRefreshes waits for a good refresh of the database and n more
+// after it (the last success moves each time), and returns the last
+// scrape: what a refresh leaves behind has settled.
+func (s *served) waitGoodRefreshes(what string, n int) map[string]float64 {
+	s.t.Helper()
+	m := s.waitScrape(what, 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 && m[lastDB] > 0 })
+	for range n {
+		prev := m[lastDB]
+		m = s.waitScrape(what, 30*time.Second, func(m map[string]float64) bool { return m[upDB] == 1 && m[lastDB] > prev })
+	}
+	return m
 }
 
 // TestServeRealSlurm runs the built exporter against real Slurm 22.05 and
