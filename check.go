@@ -16,6 +16,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -71,12 +72,12 @@ func (c *checkCmd) Run(env *runEnv) error {
 // the report taken before slurmctld's last decay pass (nil: none; then
 // the one-pass lag is inferred from the report itself, drift.Input's
 // InferLag).
-func (c *checkCmd) replay(out *sshare.Output, prevRaw map[drift.Key]float64, name string) (*drift.Report, error) {
+func (c *checkCmd) replay(out *shares.Table, prevRaw map[drift.Key]float64, name string) (*drift.Report, error) {
 	out.FillMissingFactor(c.Dampening)
 	alg := fairshare.Algorithm(c.Algorithm)
 	if c.Algorithm == "auto" {
 		alg = fairshare.AlgorithmClassic
-		if out.Has(sshare.LevelFS) {
+		if out.Has(shares.LevelFS) {
 			alg = fairshare.AlgorithmFairTree
 		}
 	}
@@ -104,9 +105,9 @@ func (c *checkCmd) replay(out *sshare.Output, prevRaw map[drift.Key]float64, nam
 // Text without a header takes its columns from the algorithm. Output cut
 // short or listing an association twice is an error: compared, it would
 // read as drift. The caller fills a FactorMissing report's factor.
-func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
+func parseSshare(r io.Reader, name, algorithm string) (*shares.Table, error) {
 	br := bufio.NewReader(r)
-	var out *sshare.Output
+	var out *shares.Table
 	var err error
 	if bom, ok := startsJSON(br); ok {
 		br.Discard(bom)
@@ -115,7 +116,7 @@ func parseSshare(r io.Reader, name, algorithm string) (*sshare.Output, error) {
 		var layout sshare.Layout
 		if algorithm != "auto" {
 			fairTree := algorithm == string(fairshare.AlgorithmFairTree)
-			layout = func(n int) ([]string, error) { return sshare.ColumnsForCount(n, fairTree) }
+			layout = func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) }
 		}
 		out, err = sshare.Parse(br, layout)
 	}
@@ -279,7 +280,7 @@ func (s *series) readFile(name string) error {
 }
 
 // add checks one snapshot and prints it.
-func (s *series) add(snap snapshot, out *sshare.Output) error {
+func (s *series) add(snap snapshot, out *shares.Table) error {
 	var at time.Time
 	if snap.Time != nil {
 		at = *snap.Time

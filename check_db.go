@@ -13,6 +13,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -125,7 +126,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 // report was read (nil: from a file, whose moment is --at); passRaw the
 // usage of the read that showed the pass, where it differs
 // (drift.Input.PassRaw), read up to gap after it.
-func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *sshare.Output, read *[2]time.Time, passRaw map[drift.Key]float64, gap time.Duration, err error) {
+func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *shares.Table, read *[2]time.Time, passRaw map[drift.Key]float64, gap time.Duration, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
@@ -146,7 +147,7 @@ func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf
 	tracker := &drift.PhaseTracker{Period: conf.PriorityCalcPeriod}
 	deadline := time.Now().Add(wait)
 	var first, pass, raw map[drift.Key]float64
-	var prev *sshare.Output
+	var prev *shares.Table
 	var passes uint64
 	var prevStart time.Time
 	seen := false

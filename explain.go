@@ -18,6 +18,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -119,7 +120,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 		return err
 	}
 	conf, name := set.conf, set.cluster(c.Cluster)
-	var out *sshare.Output
+	var out *shares.Table
 	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName && !whatIfMode {
 		sctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
 		out, err = sshare.Run(sctx, c.SlurmConf)

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,6 +53,27 @@ func TestCommandsUseSharedSetup(t *testing.T) {
 		owner := filepath.Base(fset.Position(obj.Pos()).Filename)
 		if cu, co := commandFiles[user], commandFiles[owner]; cu != "" && co != "" && cu != co {
 			t.Errorf("%s (%s) uses %s of %s (%s): move it to flags.go", user, cu, id.Name, owner, co)
+		}
+	}
+}
+
+// pure are packages that compute and do no I/O of their own: they must not
+// reach a process, the network or a database, even through a package
+// they import (drift took *sshare.Output once, and with it os/exec and
+// net/http).
+var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result"}
+
+func TestPurePackagesDoNoIO(t *testing.T) {
+	for _, pkg := range pure {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			switch dep {
+			case "os/exec", "net", "net/http", "database/sql":
+				t.Errorf("%s depends on %s: expected pure computation (no process, network or database)", pkg, dep)
+			}
 		}
 	}
 }

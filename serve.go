@@ -22,6 +22,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -272,7 +273,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	}
 	switch s.ReportedSource {
 	case "sshare":
-		e.Report = func(ctx context.Context) (*sshare.Output, error) { return sshare.Run(ctx, s.SlurmConf) }
+		e.Report = func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, s.SlurmConf) }
 		e.BootTime = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, s.SlurmConf) }
 	case "slurmrestd":
 		if e.Report, err = s.restReport(log); err != nil {
@@ -289,7 +290,7 @@ const maxTokenFile = 64 << 10
 // restReport reads the shares from slurmrestd, with the token read from
 // --slurmrestd.token-file at every request when one is given. Without
 // --slurmrestd.api-version, the version is detected and logged.
-func (s *serveCmd) restReport(log zerolog.Logger) (func(context.Context) (*sshare.Output, error), error) {
+func (s *serveCmd) restReport(log zerolog.Logger) (func(context.Context) (*shares.Table, error), error) {
 	rest, err := sshare.NewREST(nil, s.RestURL, s.RestVersion, s.RestUser)
 	if err != nil {
 		return nil, err
@@ -297,7 +298,7 @@ func (s *serveCmd) restReport(log zerolog.Logger) (func(context.Context) (*sshar
 	rest.Chose = func(v string) {
 		log.Info().Str("url", rest.String()).Str("api_version", v).Msg("slurmrestd: reading /shares at the newest data_parser version it serves")
 	}
-	return func(ctx context.Context) (*sshare.Output, error) {
+	return func(ctx context.Context) (*shares.Table, error) {
 		var tok string
 		if s.RestTokenFile != "" {
 			b, _, err := regular.Read(s.RestTokenFile, maxTokenFile)

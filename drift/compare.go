@@ -7,7 +7,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // Tolerance is how much drift is allowed, on top of what the inputs'
@@ -34,7 +34,7 @@ type Input struct {
 	Algorithm fairshare.Algorithm
 	Dampening float64
 	Tolerance Tolerance
-	Report    *sshare.Output
+	Report    *shares.Table
 	// PrevRaw is RawUsage per association from the report taken before
 	// slurmctld's last decay pass (nil: none): classic values lag by one
 	// pass (fairshare.ClassicLagged).
@@ -190,7 +190,7 @@ type Comparison struct {
 	// Applied is the algorithm the report shows slurmctld applies.
 	Applied fairshare.Algorithm
 	// ByKey is the report's rows by association.
-	ByKey map[Key]*sshare.Row
+	ByKey map[Key]*shares.Row
 	// Drift sums both parts up per kind and value (the metrics).
 	Drift []result.Drift
 	// Formula and Usage are the parts association by association: only
@@ -218,13 +218,13 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Comparison{ByKey: make(map[Key]*sshare.Row, len(out.Rows)), Applied: applied(out, rt, alg)}
+	c := &Comparison{ByKey: make(map[Key]*shares.Row, len(out.Rows)), Applied: applied(out, rt, alg)}
 	for i := range out.Rows {
 		r := &out.Rows[i]
 		c.ByKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
 	}
 
-	bounds := rt.UsageBounds(alg, replay, sshare.UsageResolution, in.passGapCharge(rt), damp)
+	bounds := rt.UsageBounds(alg, replay, shares.UsageResolution, in.passGapCharge(rt), damp)
 	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
 		widenForLag(rt, replay, bounds, in.PrevRaw, damp)
 	}
@@ -280,7 +280,7 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	rawErr, _ := in.Pass.bounds(in.DB)
 	// the factor from the database's usage, known to within the charge
 	// the pass moment explains and the report's integer RawUsage
-	factorErr := in.Pass.FactorBounds(in.DB, alg, own, sshare.UsageResolution, damp, in.TieOrderKnown)
+	factorErr := in.Pass.FactorBounds(in.DB, alg, own, shares.UsageResolution, damp, in.TieOrderKnown)
 	dbSide, repSide := FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
@@ -292,7 +292,7 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	for j := range repSide {
 		// sshare prints RawUsage truncated to an integer; the replay's
 		// own tie order is unknown
-		repSide[j].Bound = Values{RawUsage: sshare.UsageResolution}
+		repSide[j].Bound = Values{RawUsage: shares.UsageResolution}
 		if fairTree && !in.TieOrderKnown {
 			repSide[j].Bound.FairShare = Num(replay[j].RankSpread(rt.Users()))
 		}
@@ -351,7 +351,7 @@ func flagEntry(rep *Report, i int, why string) {
 
 // RawByKey is the report's RawUsage by association: what a later report
 // takes as the usage before slurmctld's last decay pass (Input.PrevRaw).
-func RawByKey(out *sshare.Output) map[Key]float64 {
+func RawByKey(out *shares.Table) map[Key]float64 {
 	raw := make(map[Key]float64, len(out.Rows))
 	for _, r := range out.Rows {
 		raw[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
@@ -362,8 +362,8 @@ func RawByKey(out *sshare.Output) map[Key]float64 {
 // notYetComputed: slurmctld leaves NormUsage unset (blank) on
 // associations added since its last decay pass, and their factor at 0 and
 // LevelFS at 0 until the pass; that is not drift.
-func notYetComputed(out *sshare.Output, r *sshare.Row) bool {
-	return r.Depth > 0 && math.IsNaN(r.NormUsage) && out.Has(sshare.NormUsage)
+func notYetComputed(out *shares.Table, r *shares.Row) bool {
+	return r.Depth > 0 && math.IsNaN(r.NormUsage) && out.Has(shares.NormUsage)
 }
 
 // rowsRaw is raw's RawUsage for each association of rt, rt's own where
@@ -454,7 +454,7 @@ func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw
 // AccountingStorageEnforce=limits, only raises its chain's RawUsage and
 // leaves those. A pass that changes neither (no usage yet, or every ratio
 // kept) goes unseen, which leaves the phase less known, never wrong.
-func PassBetween(prev, cur *sshare.Output) bool {
+func PassBetween(prev, cur *shares.Table) bool {
 	type seen struct {
 		raw, norm, efctv float64
 		twice            bool // one user in two partitions without sshare -m
@@ -493,7 +493,7 @@ var lagMoved = [6]bool{2: true, 3: true, 4: true}
 // fairshare.ClassicLagged on the usage at the pass's start: the accounts'
 // reported NormUsage times root's RawUsage (users' usage does not enter).
 // That usage is read, not checked: an account's NormUsage is not judged.
-func inferLag(out *sshare.Output, rt *fairshare.Tree, bounds []fairshare.Values, damp, tol float64, rep *Report) string {
+func inferLag(out *shares.Table, rt *fairshare.Tree, bounds []fairshare.Values, damp, tol float64, rep *Report) string {
 	why := lagEvidence(out, rt, bounds, tol)
 	if why == "" {
 		return ""
@@ -515,7 +515,7 @@ func inferLag(out *sshare.Output, rt *fairshare.Tree, bounds []fairshare.Values,
 	}
 	lagged := rt.ClassicLagged(prev, damp)
 	// the usage at the pass's start is known to the NormUsage printed
-	prevBounds := pt.UsageBounds(fairshare.AlgorithmClassic, pt.Classic(fairshare.ClassicOptions{Dampening: damp}), printPrecision*rootRaw+sshare.UsageResolution, nil, damp)
+	prevBounds := pt.UsageBounds(fairshare.AlgorithmClassic, pt.Classic(fairshare.ClassicOptions{Dampening: damp}), printPrecision*rootRaw+shares.UsageResolution, nil, damp)
 	for i := range min(n, len(rep.Associations)) {
 		e := &rep.Associations[i]
 		if e.Status != StatusDrift || e.Computed == nil || e.Reported == nil || e.Drift == nil || e.Allowed == nil {
@@ -561,7 +561,7 @@ func inferLag(out *sshare.Output, rt *fairshare.Tree, bounds []fairshare.Values,
 // (computed at the pass's start) off its current RawUsage share beyond
 // precision, or TRESRunMins not 0 (running jobs; slurmctld keeps it only
 // with AccountingStorageEnforce=limits).
-func lagEvidence(out *sshare.Output, rt *fairshare.Tree, bounds []fairshare.Values, tol float64) string {
+func lagEvidence(out *shares.Table, rt *fairshare.Tree, bounds []fairshare.Values, tol float64) string {
 	var why []string
 	root := rt.Root()
 	rootRaw := rt.Association(root).RawUsage
@@ -618,7 +618,7 @@ func absDiff(a, b float64) float64 {
 // replay's tree has a node per row, in the rows' order: rows are taken by
 // index, as two rows of one user in two partitions share a key without
 // sshare -m.
-func (c *Comparison) formulaRanks(out *sshare.Output, rt *fairshare.Tree, replay, atPass []fairshare.Values) result.Drift {
+func (c *Comparison) formulaRanks(out *shares.Table, rt *fairshare.Tree, replay, atPass []fairshare.Values) result.Drift {
 	d := result.Drift{Kind: result.DriftFormula, Value: "rank"}
 	users := float64(rt.Users())
 	for i := range replay {
@@ -704,8 +704,8 @@ func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *f
 // LevelFS column is Fair Tree; otherwise classic normalizes shares over
 // the whole cluster and Fair Tree among siblings (what slurmctld keeps
 // computing from when PriorityFlags change without a restart).
-func applied(out *sshare.Output, rt *fairshare.Tree, configured fairshare.Algorithm) fairshare.Algorithm {
-	if out.Has(sshare.LevelFS) {
+func applied(out *shares.Table, rt *fairshare.Tree, configured fairshare.Algorithm) fairshare.Algorithm {
+	if out.Has(shares.LevelFS) {
 		return fairshare.AlgorithmFairTree
 	}
 	global := rt.Classic(fairshare.ClassicOptions{Dampening: 1})

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // capture parses a real sshare capture of ../testdata.
-func capture(t *testing.T, name string) *sshare.Output {
+func capture(t *testing.T, name string) *shares.Table {
 	t.Helper()
 	out, err := sshare.ParseFile(filepath.Join("..", "testdata", name))
 	if err != nil {
@@ -22,7 +23,7 @@ func capture(t *testing.T, name string) *sshare.Output {
 	return out
 }
 
-func classicReport(t *testing.T, out *sshare.Output, prevRaw map[Key]float64, inferLag bool) *Comparison {
+func classicReport(t *testing.T, out *shares.Table, prevRaw map[Key]float64, inferLag bool) *Comparison {
 	t.Helper()
 	c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6},
 		Report: out, PrevRaw: prevRaw, InferLag: inferLag}, true)
@@ -32,7 +33,7 @@ func classicReport(t *testing.T, out *sshare.Output, prevRaw map[Key]float64, in
 	return c
 }
 
-func row(t *testing.T, out *sshare.Output, account, user string) *sshare.Row {
+func row(t *testing.T, out *shares.Table, account, user string) *shares.Row {
 	t.Helper()
 	for i := range out.Rows {
 		if r := &out.Rows[i]; r.Account == account && r.User == user {
@@ -54,7 +55,7 @@ func entry(t *testing.T, rep *Report, account, user string) *Entry {
 	return nil
 }
 
-func rawUsage(out *sshare.Output) map[Key]float64 {
+func rawUsage(out *shares.Table) map[Key]float64 {
 	raw := make(map[Key]float64, len(out.Rows))
 	for _, r := range out.Rows {
 		raw[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
@@ -122,7 +123,7 @@ func fields(v *Values) []Num {
 // no charge: judged exactly as without the lag, faults included.
 func TestInferLagIdle(t *testing.T) {
 	for _, fault := range []bool{false, true} {
-		out := func() *sshare.Output {
+		out := func() *shares.Table {
 			o := capture(t, "slurm-22.05/idle-classic.txt")
 			if fault {
 				row(t, o, "exp", "dave").FairShare += 0.001
@@ -167,11 +168,11 @@ func TestInferLagTRESRunMins(t *testing.T) {
 func TestInferLagKeepsFaults(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		edit  func(r *sshare.Row)
+		edit  func(r *shares.Row)
 		value string
 	}{
-		{"fairshare", func(r *sshare.Row) { r.FairShare = 0.428 }, "fairshare"},
-		{"norm_shares", func(r *sshare.Row) { r.NormShares = 1 }, "norm_shares"},
+		{"fairshare", func(r *shares.Row) { r.FairShare = 0.428 }, "fairshare"},
+		{"norm_shares", func(r *shares.Row) { r.NormShares = 1 }, "norm_shares"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := capture(t, "slurm-22.05/running-classic-1.txt")
@@ -226,7 +227,7 @@ func TestNotYetComputedNote(t *testing.T) {
 	added := out.Rows[i-1]
 	added.User, added.RawShares, added.NormShares, added.RawUsage = "newu", 0, 0, 0
 	added.NormUsage, added.EffectvUsage, added.FairShare = math.NaN(), 0, 0
-	out.Rows = append(out.Rows[:i], append([]sshare.Row{added}, out.Rows[i:]...)...)
+	out.Rows = append(out.Rows[:i], append([]shares.Row{added}, out.Rows[i:]...)...)
 	c := classicReport(t, out, nil, true)
 	e := entry(t, c.Formula, "idle2", "newu")
 	if e.Status != StatusOK || len(e.Notes) != 1 || !strings.Contains(e.Notes[0], "not yet computed by slurmctld") || c.Formula.Summary.NotYetComputed != 1 {

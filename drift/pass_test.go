@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // passJob is a job of the simulated cluster: billing units on a user row
@@ -22,7 +22,7 @@ type passJob struct {
 // model of _decay_thread), accounts holding their subtree's sum, and the
 // billing rate of the jobs that ran in the last period and the finished
 // jobs' tail sums (PassError.Running, TailRate, TailMost).
-func simulatePhase(t *testing.T, out *sshare.Output, jobs []passJob, p fairshare.Passes, at float64) (raw, running, tailRate, tailMost []float64) {
+func simulatePhase(t *testing.T, out *shares.Table, jobs []passJob, p fairshare.Passes, at float64) (raw, running, tailRate, tailMost []float64) {
 	t.Helper()
 	assocs, err := out.Associations()
 	if err != nil {
@@ -192,7 +192,7 @@ func TestPassRawJobEnd(t *testing.T) {
 }
 
 // userWithUsage is the first user row with usage (root's own aside).
-func userWithUsage(out *sshare.Output) int {
+func userWithUsage(out *shares.Table) int {
 	for i, r := range out.Rows {
 		if r.User != "" && r.User != "root" && r.RawUsage > 0 {
 			return i
@@ -203,7 +203,7 @@ func userWithUsage(out *sshare.Output) int {
 
 // chargedRows is row u and the account rows above it (sshare's indentation):
 // the rows a job of u charges.
-func chargedRows(out *sshare.Output, u int) []int {
+func chargedRows(out *shares.Table, u int) []int {
 	rows := []int{u}
 	depth := out.Rows[u].Depth
 	for i := u - 1; i >= 0 && depth > 0; i-- {

@@ -4,13 +4,13 @@ import (
 	"math"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // FromSshare turns sshare rows into the reported side. Values sshare prints
 // with %f are exact to half a unit in the sixth decimal, which the
 // tolerance covers.
-func FromSshare(out *sshare.Output) []Side {
+func FromSshare(out *shares.Table) []Side {
 	sides := make([]Side, len(out.Rows))
 	var stack []string
 	for i, r := range out.Rows {

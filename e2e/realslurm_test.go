@@ -15,6 +15,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -299,7 +300,7 @@ func checkGoldenCaptures(t *testing.T, read func(string) []byte) {
 	})
 }
 
-func parseCapture(t *testing.T, b []byte) *sshare.Output {
+func parseCapture(t *testing.T, b []byte) *shares.Table {
 	t.Helper()
 	out, err := sshare.Parse(bytes.NewReader(b), nil)
 	if err != nil {
@@ -325,7 +326,7 @@ func replay(t *testing.T, capture []byte, args ...string) *drift.Report {
 	return &rep
 }
 
-func replayLagged(t *testing.T, prev, cur *sshare.Output) *drift.Report {
+func replayLagged(t *testing.T, prev, cur *shares.Table) *drift.Report {
 	t.Helper()
 	assocs, err := cur.Associations()
 	if err != nil {
@@ -344,7 +345,7 @@ func replayLagged(t *testing.T, prev, cur *sshare.Output) *drift.Report {
 	}
 	vals := tree.ClassicLagged(prevRaw, 1)
 	// Inputs from two truncated snapshots: the classic bounds of each.
-	b := tree.UsageBounds(fairshare.AlgorithmClassic, vals, sshare.UsageResolution*2, nil, 1)
+	b := tree.UsageBounds(fairshare.AlgorithmClassic, vals, shares.UsageResolution*2, nil, 1)
 	return drift.Compare(fairshare.AlgorithmClassic, 1e-6, drift.FromSshare(cur), drift.FromTree(tree, vals, b))
 }
 
@@ -353,7 +354,7 @@ func replayLagged(t *testing.T, prev, cur *sshare.Output) *drift.Report {
 // cannot hide.
 func checkBlanks(t *testing.T, rep *drift.Report, has func(string) bool) {
 	t.Helper()
-	columns := []string{sshare.NormShares, sshare.RawUsage, sshare.NormUsage, sshare.EffectvUsage, sshare.FairShare, sshare.LevelFS}
+	columns := []string{shares.NormShares, shares.RawUsage, shares.NormUsage, shares.EffectvUsage, shares.FairShare, shares.LevelFS}
 	for _, e := range rep.Associations {
 		if e.Computed == nil || e.Reported == nil {
 			continue
@@ -370,7 +371,7 @@ func checkBlanks(t *testing.T, rep *drift.Report, has func(string) bool) {
 // captureColumns tells which columns a capture has; args are check's.
 func captureColumns(t *testing.T, b []byte, args []string) func(string) bool {
 	fairTree := len(args) == 2 && args[1] == "fair_tree"
-	out, err := sshare.Parse(bytes.NewReader(b), func(n int) ([]string, error) { return sshare.ColumnsForCount(n, fairTree) })
+	out, err := sshare.Parse(bytes.NewReader(b), func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func isNull(n drift.Num) bool { return n != n }
 // treeInLftOrder rebuilds the tree of an sshare capture with its rows in
 // the database's lft order (lines "lft acct user partition"); order[n] is
 // the row of association n. The capture needs sshare -m.
-func treeInLftOrder(t *testing.T, out *sshare.Output, tsv []byte) (tree *fairshare.Tree, order []int) {
+func treeInLftOrder(t *testing.T, out *shares.Table, tsv []byte) (tree *fairshare.Tree, order []int) {
 	t.Helper()
 	pos := map[drift.Key]int{}
 	for i, l := range strings.Split(strings.TrimRight(string(tsv), "\n"), "\n") {

@@ -14,8 +14,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // Settings are a cluster's priority settings.
@@ -27,7 +27,7 @@ type Settings struct {
 
 // Report is what Slurm reported, and when.
 type Report struct {
-	Out *sshare.Output
+	Out *shares.Table
 	At  time.Time
 	// PrevRaw is RawUsage per association from the report taken before
 	// slurmctld's last decay pass (nil: none): classic values lag by one

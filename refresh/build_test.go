@@ -13,15 +13,15 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
 
 // withoutLevelFS is a report as sshare prints it in classic mode.
-func withoutLevelFS(out *sshare.Output) *sshare.Output {
-	out.Columns = slices.DeleteFunc(out.Columns, func(c string) bool { return c == sshare.LevelFS })
+func withoutLevelFS(out *shares.Table) *shares.Table {
+	out.Columns = slices.DeleteFunc(out.Columns, func(c string) bool { return c == shares.LevelFS })
 	for i := range out.Rows {
 		out.Rows[i].LevelFS = math.NaN()
 	}
@@ -170,7 +170,7 @@ func TestStaleReportWithdrawn(t *testing.T) {
 	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: 5 * time.Minute}
 	col := collector.New()
 	e := &Exporter{Conf: conf, Collector: col, StaleAfter: 15 * time.Minute, Log: zerolog.Nop(),
-		Report:   func(context.Context) (*sshare.Output, error) { return nil, errors.New("not called") },
+		Report:   func(context.Context) (*shares.Table, error) { return nil, errors.New("not called") },
 		now:      func() time.Time { return now },
 		clusters: map[string]*clusterState{"c": {last: inputs(tree, fairshare.AlgorithmFairTree)}},
 		sources:  map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}},

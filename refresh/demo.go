@@ -9,7 +9,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // DemoAssociations is the default size of the demo cluster.
@@ -145,7 +145,7 @@ func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
 // SshareOf is what `sshare -a -l -m -P` prints for a tree with the given
 // Fair Tree values: rows depth-first, users before sub-accounts, RawUsage
 // truncated, values at print precision.
-func SshareOf(t *fairshare.Tree, vals []fairshare.Values) *sshare.Output {
+func SshareOf(t *fairshare.Tree, vals []fairshare.Values) *shares.Table {
 	n := t.Len()
 	children := make([][]int, n)
 	for i := range n {
@@ -153,13 +153,13 @@ func SshareOf(t *fairshare.Tree, vals []fairshare.Values) *sshare.Output {
 			children[p] = append(children[p], i)
 		}
 	}
-	out := &sshare.Output{Columns: sshare.Columns(true, true, true), Header: true}
+	out := &shares.Table{Columns: shares.Columns(true, true, true), Header: true}
 	round := func(v float64) float64 { return math.Round(v*1e6) / 1e6 }
 	var walk func(i, depth int)
 	walk = func(i, depth int) {
 		a := t.Association(i)
 		v := vals[i]
-		out.Rows = append(out.Rows, sshare.Row{
+		out.Rows = append(out.Rows, shares.Row{
 			Line: len(out.Rows) + 2, Depth: depth, Account: a.Account, User: a.User, Partition: a.Partition,
 			RawShares: a.Shares, HasShares: a.Parent >= 0, NormShares: round(v.NormShares), RawUsage: math.Trunc(a.RawUsage),
 			NormUsage: round(v.NormUsage), EffectvUsage: round(v.EffectiveUsage), FairShare: round(v.FairShare), LevelFS: round(v.LevelFS),

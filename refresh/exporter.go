@@ -16,10 +16,10 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // Publisher serves what a refresh computed.
@@ -28,7 +28,7 @@ type Publisher interface {
 }
 
 // ReportFunc reads what Slurm reports (sshare, slurmrestd).
-type ReportFunc func(ctx context.Context) (*sshare.Output, error)
+type ReportFunc func(ctx context.Context) (*shares.Table, error)
 
 // Stages of a refresh, as the stage label of the exporter's metrics.
 const (
@@ -142,7 +142,7 @@ type clusterState struct {
 }
 
 type reportState struct {
-	out     *sshare.Output
+	out     *shares.Table
 	at      time.Time
 	raw     map[drift.Key]float64
 	prevRaw map[drift.Key]float64
@@ -163,7 +163,7 @@ type reportState struct {
 func (e *Exporter) Ready() bool { return e.ready.Load() }
 
 type reportResult struct {
-	out *sshare.Output
+	out *shares.Table
 	raw map[drift.Key]float64 // out's RawUsage
 	// pass: slurmctld ran a decay pass since the read before
 	pass, settling bool

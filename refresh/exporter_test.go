@@ -14,8 +14,8 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // TestReadyAfterPublish: /-/ready is 200 only once the computation of a
@@ -93,7 +93,7 @@ func TestReportBeforeSettingsChange(t *testing.T) {
 func TestSettlingAfterRestart(t *testing.T) {
 	tree := fairshare.Synthetic(300, 4, 5)
 	base := SshareOf(tree, tree.FairTree())
-	decayed := func(f float64) *sshare.Output {
+	decayed := func(f float64) *shares.Table {
 		o := *base
 		o.Rows = slices.Clone(base.Rows)
 		for i := range o.Rows {
@@ -107,7 +107,7 @@ func TestSettlingAfterRestart(t *testing.T) {
 	boot := now.Add(-time.Hour)
 	steps := []struct {
 		boot         time.Time
-		out          *sshare.Output
+		out          *shares.Table
 		pass, settle bool
 	}{
 		{boot, decayed(1), false, false},

@@ -6,8 +6,8 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // phase holds the pass-phase tracker, which the report loop (when to read)
@@ -23,7 +23,7 @@ type phase struct {
 	// what the tracker is given, so that a job's end charged between
 	// passes is not taken for one
 	passes uint64
-	last   *sshare.Output
+	last   *shares.Table
 	// settling: slurmctld started since the last pass seen between two
 	// reads of it (drift.Input.Settling)
 	settling bool
@@ -42,7 +42,7 @@ func (p *phase) setPeriod(d time.Duration) {
 // (drift.Input.Settling); a new PriorityCalcPeriod or a restart of
 // slurmctld, which starts its passes at a new phase, starts the inference
 // afresh.
-func (e *Exporter) observe(start, end, boot time.Time, out *sshare.Output) (pass, settling bool) {
+func (e *Exporter) observe(start, end, boot time.Time, out *shares.Table) (pass, settling bool) {
 	e.phase.mu.Lock()
 	defer e.phase.mu.Unlock()
 	first := e.phase.last == nil

@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // Sentinels of data_parser v0.0.40/41, which write doubles as bare numbers:
@@ -37,7 +39,7 @@ const (
 // Fair Tree: unless every row's fairshare.level is set and 0 (see
 // parseJSON). Release is meta.slurm.release, and FactorMissing is set as
 // Output documents. A non-empty errors list is an error wrapping ErrSlurm.
-func ParseJSON(r io.Reader) (*Output, error) {
+func ParseJSON(r io.Reader) (*shares.Table, error) {
 	return parseJSON(r, MaxJSONBytes)
 }
 
@@ -47,7 +49,7 @@ var ErrSlurm = errors.New("errors reported by Slurm")
 
 // jsonRow is one element of shares.shares while it is read.
 type jsonRow struct {
-	Row
+	shares.Row
 	user          bool
 	parentName    string // of an account row; a user row's is its Account
 	factor, level float64
@@ -56,9 +58,9 @@ type jsonRow struct {
 // parseJSON reads at most limit bytes of r, decoding shares.shares one
 // element at a time: memory is bounded by the rows kept (MaxRows), not by
 // the document. Any other value is at most maxLine bytes.
-func parseJSON(r io.Reader, limit int64) (*Output, error) {
+func parseJSON(r io.Reader, limit int64) (*shares.Table, error) {
 	w := &window{r: &finiteReader{r: limitBytes(r, limit)}}
-	d := &jsonDoc{dec: json.NewDecoder(w), w: w, out: &Output{}, classic: true, allZero: true}
+	d := &jsonDoc{dec: json.NewDecoder(w), w: w, out: &shares.Table{}, classic: true, allZero: true}
 	err := d.document()
 	switch {
 	case errors.Is(err, ErrTooLarge):
@@ -83,7 +85,7 @@ func parseJSON(r io.Reader, limit int64) (*Output, error) {
 	// Classic mode on 23.11 to 25.05 reports fs_factor 0 everywhere in JSON;
 	// the text output computes it itself.
 	out.FactorMissing = d.classic && d.allZero && releaseIn(out.Release, [2]int{23, 11}, [2]int{25, 5})
-	out.Columns = Columns(fairTree, true, true)
+	out.Columns = shares.Columns(fairTree, true, true)
 	for i := range out.Rows {
 		r := &out.Rows[i] // FairShare and LevelFS hold fairshare.factor and level
 		if !fairTree {
@@ -102,7 +104,7 @@ func parseJSON(r io.Reader, limit int64) (*Output, error) {
 type jsonDoc struct {
 	dec              *json.Decoder
 	w                *window
-	out              *Output
+	out              *shares.Table
 	rows             rowBlocks
 	stack            []int // account rows from the root down to the latest one
 	classic, allZero bool

@@ -19,6 +19,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // The JSON captures (testdata/README.md says where they come from). Within
@@ -40,7 +41,7 @@ func jsonCaptures(t testing.TB) []string {
 	return files
 }
 
-func parseJSONFile(t *testing.T, name string) *Output {
+func parseJSONFile(t *testing.T, name string) *shares.Table {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -53,7 +54,7 @@ func parseJSONFile(t *testing.T, name string) *Output {
 	return out
 }
 
-func parseTextFile(t *testing.T, name string) *Output {
+func parseTextFile(t *testing.T, name string) *shares.Table {
 	t.Helper()
 	b, err := os.ReadFile(name)
 	if err != nil {
@@ -88,9 +89,9 @@ func TestParseJSONCaptures(t *testing.T) {
 		switch {
 		case out.Release != release:
 			t.Errorf("%s: release %q, want %q", f, out.Release, release)
-		case out.Has(LevelFS) == classic:
-			t.Errorf("%s: Fair Tree %v, want %v", f, out.Has(LevelFS), !classic)
-		case strings.Join(out.Columns, "|") != strings.Join(Columns(!classic, true, true), "|"):
+		case out.Has(shares.LevelFS) == classic:
+			t.Errorf("%s: Fair Tree %v, want %v", f, out.Has(shares.LevelFS), !classic)
+		case strings.Join(out.Columns, "|") != strings.Join(shares.Columns(!classic, true, true), "|"):
 			t.Errorf("%s: columns %v", f, out.Columns)
 		case out.FactorMissing != (classic && release == "24.11.7"):
 			t.Errorf("%s: FactorMissing %v", f, out.FactorMissing)
@@ -131,10 +132,10 @@ func TestParseJSONMatchesText(t *testing.T) {
 		t.Run(filepath.Join(filepath.Base(filepath.Dir(f)), filepath.Base(f)), func(t *testing.T) {
 			js := parseJSONFile(t, f)
 			txt := parseTextFile(t, filepath.Join(filepath.Dir(f), text[scenario(f)]))
-			if js.Has(LevelFS) != txt.Has(LevelFS) {
-				t.Fatalf("Fair Tree: JSON %v, text %v", js.Has(LevelFS), txt.Has(LevelFS))
+			if js.Has(shares.LevelFS) != txt.Has(shares.LevelFS) {
+				t.Fatalf("Fair Tree: JSON %v, text %v", js.Has(shares.LevelFS), txt.Has(shares.LevelFS))
 			}
-			byKey := map[[3]string]Row{}
+			byKey := map[[3]string]shares.Row{}
 			for _, r := range txt.Rows {
 				byKey[[3]string{r.Account, r.User, r.Partition}] = r
 			}
@@ -166,7 +167,7 @@ func TestParseJSONMatchesText(t *testing.T) {
 	}
 }
 
-func compareRows(t *testing.T, js *Output, j, x Row) {
+func compareRows(t *testing.T, js *shares.Table, j, x shares.Row) {
 	t.Helper()
 	name := j.Account + "/" + j.User
 	if j.Depth != x.Depth || j.RawShares != x.RawShares || j.HasShares != x.HasShares {
@@ -183,11 +184,11 @@ func compareRows(t *testing.T, js *Output, j, x Row) {
 		allowedJS float64 // what JSON may hold where the text is blank; NaN: nothing
 		textFrom  float64 // what the text holds where JSON is blank; NaN: nothing
 	}{
-		{NormShares, j.NormShares, x.NormShares, math.NaN(), math.NaN()},
-		{NormUsage, j.NormUsage, x.NormUsage, math.NaN(), math.NaN()},
-		{EffectvUsage, j.EffectvUsage, x.EffectvUsage, math.NaN(), math.NaN()},
-		{LevelFS, j.LevelFS, x.LevelFS, pick(parentUser && js.Has(LevelFS), math.Inf(1)), math.NaN()},
-		{FairShare, j.FairShare, x.FairShare, pick(!js.Has(LevelFS) && js.Release == "25.11.7" && j.User == "", classicFactor), pick(js.FactorMissing, classicFactor)},
+		{shares.NormShares, j.NormShares, x.NormShares, math.NaN(), math.NaN()},
+		{shares.NormUsage, j.NormUsage, x.NormUsage, math.NaN(), math.NaN()},
+		{shares.EffectvUsage, j.EffectvUsage, x.EffectvUsage, math.NaN(), math.NaN()},
+		{shares.LevelFS, j.LevelFS, x.LevelFS, pick(parentUser && js.Has(shares.LevelFS), math.Inf(1)), math.NaN()},
+		{shares.FairShare, j.FairShare, x.FairShare, pick(!js.Has(shares.LevelFS) && js.Release == "25.11.7" && j.User == "", classicFactor), pick(js.FactorMissing, classicFactor)},
 	} {
 		switch {
 		case math.IsNaN(c.js) && math.IsNaN(c.txt):
@@ -245,7 +246,7 @@ func TestParseJSONParsersAgree(t *testing.T) {
 	}
 }
 
-func sameRow(a, b Row) bool {
+func sameRow(a, b shares.Row) bool {
 	for _, p := range [][2]*float64{{&a.NormShares, &b.NormShares}, {&a.RawUsage, &b.RawUsage}, {&a.NormUsage, &b.NormUsage},
 		{&a.EffectvUsage, &b.EffectvUsage}, {&a.FairShare, &b.FairShare}, {&a.LevelFS, &b.LevelFS}} {
 		if math.IsNaN(*p[0]) && math.IsNaN(*p[1]) {
@@ -276,7 +277,7 @@ func TestParseJSONNonFinite(t *testing.T) {
 	if !math.IsInf(u.LevelFS, 1) || u.FairShare != 0.5 || u.RawUsage != 5 {
 		t.Errorf("user %+v", u)
 	}
-	if !out.Has(LevelFS) || out.FactorMissing {
+	if !out.Has(shares.LevelFS) || out.FactorMissing {
 		t.Errorf("columns %v, FactorMissing %v: want Fair Tree", out.Columns, out.FactorMissing)
 	}
 
@@ -322,8 +323,8 @@ func TestParseJSONClassic(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out.Has(LevelFS) != tc.fairTree || out.FactorMissing != tc.miss || math.IsNaN(out.Rows[1].FairShare) != tc.userFactorIsNaN {
-				t.Errorf("Fair Tree %v, FactorMissing %v, user %+v", out.Has(LevelFS), out.FactorMissing, out.Rows[1])
+			if out.Has(shares.LevelFS) != tc.fairTree || out.FactorMissing != tc.miss || math.IsNaN(out.Rows[1].FairShare) != tc.userFactorIsNaN {
+				t.Errorf("Fair Tree %v, FactorMissing %v, user %+v", out.Has(shares.LevelFS), out.FactorMissing, out.Rows[1])
 			}
 			if !math.IsNaN(out.Rows[0].FairShare) || !tc.fairTree && !math.IsNaN(out.Rows[1].LevelFS) {
 				t.Errorf("root %+v, user %+v: want root's FairShare and classic LevelFS blank", out.Rows[0], out.Rows[1])
@@ -382,7 +383,7 @@ func TestParseJSONErrSlurm(t *testing.T) {
 
 // fetchREST is one fetch at an explicit version, as serve makes them with
 // --slurmrestd.api-version.
-func fetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*Output, error) {
+func fetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*shares.Table, error) {
 	r, err := NewREST(client, baseURL, version, user)
 	if err != nil {
 		return nil, err
@@ -486,7 +487,7 @@ func TestRunKillsGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name, child string
 		most        time.Duration
-		run         func(context.Context, string) (*Output, error)
+		run         func(context.Context, string) (*shares.Table, error)
 	}{
 		{"child in the group", "sleep 30 &", 2 * time.Second, RunJSON},
 		{"child out of the group", "setsid sleep 30 &", 8 * time.Second, RunJSON},

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // Limits on what this package reads, from a child, a file or slurmrestd,
@@ -77,20 +79,20 @@ func (l *limited) Read(p []byte) (int, error) {
 // copies its rows some five times over and holds its old and new arrays at
 // once (at MaxRows: 558 MB allocated, 230 to 290 MB heap at the peak).
 type rowBlocks struct {
-	blocks [][]Row
+	blocks [][]shares.Row
 	n      int
 }
 
 const blockRows = 4096 // 736 kB
 
 // add appends r, or fails beyond MaxRows.
-func (b *rowBlocks) add(r Row) error {
+func (b *rowBlocks) add(r shares.Row) error {
 	if b.n == MaxRows {
 		return tooLarge(MaxRows, "rows")
 	}
 	if b.n%blockRows == 0 {
 		// the first block grows as it fills: most listings are small
-		b.blocks = append(b.blocks, make([]Row, 0, min(blockRows, max(b.n, 16))))
+		b.blocks = append(b.blocks, make([]shares.Row, 0, min(blockRows, max(b.n, 16))))
 	}
 	last := &b.blocks[len(b.blocks)-1]
 	*last = append(*last, r)
@@ -99,12 +101,12 @@ func (b *rowBlocks) add(r Row) error {
 }
 
 // at is row i, which must have been added.
-func (b *rowBlocks) at(i int) *Row { return &b.blocks[i/blockRows][i%blockRows] }
+func (b *rowBlocks) at(i int) *shares.Row { return &b.blocks[i/blockRows][i%blockRows] }
 
 // rows hands the rows over as one slice, dropping each block as it is
 // copied.
-func (b *rowBlocks) rows() []Row {
-	out := make([]Row, 0, b.n)
+func (b *rowBlocks) rows() []shares.Row {
+	out := make([]shares.Row, 0, b.n)
 	for i, blk := range b.blocks {
 		out = append(out, blk...)
 		b.blocks[i] = nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // heapBound is what a flood may add to the heap: MaxRows rows are 74 MB,
@@ -31,7 +32,7 @@ func TestRunFlood(t *testing.T) {
 	header := "echo 'Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|GrpTRESMins|TRESRunMins'\n"
 	for _, tc := range []struct {
 		name, script, want string
-		run                func(context.Context, string) (*Output, error)
+		run                func(context.Context, string) (*shares.Table, error)
 	}{
 		{"rows", header + "exec yes " + row, "output of sshare -a -l -P -m: sshare line 400002: larger than the limit of 400000 rows; killed", Run},
 		{"no header", "exec yes 'x|x|1|0.5|5|0.1|0.1|0.5|1.0||'", "sshare -a -l -P -m: output larger than the limit of 67108864 bytes; killed", Run},
@@ -278,7 +279,7 @@ func TestUnique(t *testing.T) {
 		}
 	}
 	out, _ := Parse(strings.NewReader(with(6)), nil)
-	out.Columns = Columns(true, true, false) // as without -m
+	out.Columns = shares.Columns(true, true, false) // as without -m
 	if err := out.Unique(); err != nil {
 		t.Errorf("a user's row twice without a Partition column: %v, want no error", err)
 	}

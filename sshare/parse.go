@@ -18,131 +18,12 @@ import (
 	"strings"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
-// UsageResolution is how far a reported RawUsage can be from slurmctld's:
-// sshare prints usage_raw truncated to an integer, JSON as an integer.
-const UsageResolution = 1
-
-// Column names as sshare prints them in its header.
-const (
-	Account      = "Account"
-	User         = "User"
-	Partition    = "Partition"
-	Cluster      = "Cluster"
-	ID           = "ID"
-	RawShares    = "RawShares"
-	NormShares   = "NormShares"
-	RawUsage     = "RawUsage"
-	NormUsage    = "NormUsage"
-	EffectvUsage = "EffectvUsage"
-	FairShare    = "FairShare"
-	LevelFS      = "LevelFS"
-	GrpTRESMins  = "GrpTRESMins"
-	GrpTRESRaw   = "GrpTRESRaw"
-	TRESRunMins  = "TRESRunMins"
-)
-
-var known = []string{Account, Cluster, EffectvUsage, FairShare, GrpTRESMins, GrpTRESRaw, ID,
-	LevelFS, NormShares, NormUsage, Partition, RawShares, RawUsage, TRESRunMins, User}
-
-// Columns is the default column list of `sshare -a [-l] [-m]` for the
-// algorithm (process.c): -l adds NormUsage, the TRES columns and, under
-// Fair Tree, LevelFS; -m adds Partition after User.
-func Columns(fairTree, long, partition bool) []string {
-	c := []string{Account, User}
-	if partition {
-		c = append(c, Partition)
-	}
-	c = append(c, RawShares, NormShares, RawUsage)
-	if long {
-		c = append(c, NormUsage)
-	}
-	c = append(c, EffectvUsage, FairShare)
-	if long {
-		if fairTree {
-			c = append(c, LevelFS)
-		}
-		c = append(c, GrpTRESMins, TRESRunMins)
-	}
-	return c
-}
-
-// ColumnsForCount picks the default layout with n fields for the algorithm,
-// for output without a header (-n).
-func ColumnsForCount(n int, fairTree bool) ([]string, error) {
-	for _, long := range []bool{false, true} {
-		for _, part := range []bool{false, true} {
-			if c := Columns(fairTree, long, part); len(c) == n {
-				return c, nil
-			}
-		}
-	}
-	return nil, fmt.Errorf("%d fields is not a default sshare -P layout for this algorithm: expected the output of sshare -a -P with or without -l and -m", n)
-}
-
-// Row is one line of sshare output. Numbers that sshare left blank, and
-// columns the output does not have, are NaN.
-type Row struct {
-	Line      int // 1-based line number in the input
-	Depth     int // indentation level: root 0, a user one deeper than its account
-	Account   string
-	User      string
-	Partition string
-	Cluster   string
-	// RawShares is fairshare.SharesParent for "parent"; HasShares is false
-	// where the cell is blank (root).
-	RawShares    uint32
-	HasShares    bool
-	NormShares   float64
-	RawUsage     float64
-	NormUsage    float64
-	EffectvUsage float64
-	FairShare    float64
-	LevelFS      float64
-	GrpTRESMins  string
-	GrpTRESRaw   string
-	TRESRunMins  string
-}
-
-// Output is a parsed sshare listing.
-type Output struct {
-	Columns []string
-	// Header is true when the input had its header line.
-	Header bool
-	Rows   []Row
-	// Release is Slurm's release from JSON output (meta.slurm.release).
-	Release string
-	// FactorMissing: classic-mode JSON from 23.11 to 25.05 reports every
-	// FairShare as 0, so ParseJSON leaves it NaN for the caller to compute
-	// with FillMissingFactor.
-	FactorMissing bool
-}
-
-// FillMissingFactor computes the FairShare a report leaves out
-// (FactorMissing; nothing otherwise) as the classic factor
-// 2^(-EffectvUsage/NormShares/dampening) on every row: Slurm's formula
-// applied to Slurm's own numbers. dampening is FairShareDampeningFactor.
-// serve and check both fill a report with it before comparing.
-func (o *Output) FillMissingFactor(dampening float64) {
-	if !o.FactorMissing {
-		return
-	}
-	for i := range o.Rows {
-		r := &o.Rows[i]
-		r.FairShare = fairshare.ClassicFactor(r.EffectvUsage, r.NormShares, dampening)
-	}
-}
-
-// Has reports whether the output has the column.
-func (o *Output) Has(col string) bool {
-	for _, c := range o.Columns {
-		if c == col {
-			return true
-		}
-	}
-	return false
-}
+// known are the header names Parse takes.
+var known = []string{shares.Account, shares.Cluster, shares.EffectvUsage, shares.FairShare, shares.GrpTRESMins, shares.GrpTRESRaw, shares.ID,
+	shares.LevelFS, shares.NormShares, shares.NormUsage, shares.Partition, shares.RawShares, shares.RawUsage, shares.TRESRunMins, shares.User}
 
 // ErrNoHeader is returned when the input has no header line and no columns
 // were given.
@@ -153,7 +34,7 @@ var ErrNoHeader = errors.New("sshare output has no header line (was it run with 
 type Layout func(fields int) ([]string, error)
 
 // ParseFile is Parse of a file with a header line; errors name the file.
-func ParseFile(path string) (*Output, error) {
+func ParseFile(path string) (*shares.Table, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -173,7 +54,7 @@ func ParseFile(path string) (*Output, error) {
 // is skipped. More than MaxBytes, MaxRows or maxLine bytes on a line is an
 // error wrapping ErrTooLarge. A last line without its newline is an error
 // too: sshare ends every line, and output cut short would read as drift.
-func Parse(r io.Reader, layout Layout) (*Output, error) {
+func Parse(r io.Reader, layout Layout) (*shares.Table, error) {
 	cut := false
 	sc := bufio.NewScanner(limitBytes(r, MaxBytes))
 	sc.Buffer(make([]byte, 0, 64*1024), maxLine)
@@ -183,7 +64,7 @@ func Parse(r io.Reader, layout Layout) (*Output, error) {
 		}
 		return bufio.ScanLines(data, atEOF)
 	})
-	out := &Output{}
+	out := &shares.Table{}
 	var rows rowBlocks
 	var idx map[string]int
 	trailing, no := false, 0
@@ -209,7 +90,7 @@ func Parse(r io.Reader, layout Layout) (*Output, error) {
 				return nil, fmt.Errorf("sshare line %d: %w", no, err)
 			}
 			idx, trailing = index(out.Columns), len(fields) > len(out.Columns)
-			if _, ok := idx[Account]; !ok {
+			if _, ok := idx[shares.Account]; !ok {
 				return nil, fmt.Errorf("sshare columns %v: expected an Account column", out.Columns)
 			}
 			if header {
@@ -226,7 +107,7 @@ func Parse(r io.Reader, layout Layout) (*Output, error) {
 			return nil, fmt.Errorf("sshare line %d: %d fields, expected %d (%s); a '|' inside a name cannot be told apart from the separator",
 				no, len(fields), len(out.Columns), strings.Join(out.Columns, "|"))
 		}
-		above := &Row{}
+		above := &shares.Row{}
 		if rows.n > 0 {
 			above = rows.at(rows.n - 1)
 		}
@@ -256,7 +137,7 @@ func Parse(r io.Reader, layout Layout) (*Output, error) {
 // startColumns sets out's columns from the first line's fields, a header
 // or (with the layout) a row, and reports which. A separator ending the
 // line (-p) adds an empty field that is not a column.
-func startColumns(out *Output, fields []string, layout Layout) (header bool, err error) {
+func startColumns(out *shares.Table, fields []string, layout Layout) (header bool, err error) {
 	trailing := len(fields) > 1 && fields[len(fields)-1] == ""
 	if isHeader(fields) {
 		if trailing {
@@ -280,7 +161,7 @@ func startColumns(out *Output, fields []string, layout Layout) (header bool, err
 }
 
 func isHeader(fields []string) bool {
-	return strings.EqualFold(strings.TrimSpace(fields[0]), Account) || strings.EqualFold(strings.TrimSpace(fields[0]), Cluster)
+	return strings.EqualFold(strings.TrimSpace(fields[0]), shares.Account) || strings.EqualFold(strings.TrimSpace(fields[0]), shares.Cluster)
 }
 
 func headerColumns(fields []string) ([]string, error) {
@@ -297,7 +178,7 @@ func headerColumns(fields []string) ([]string, error) {
 		seen[name] = true
 		cols[i] = name
 	}
-	if !seen[Account] {
+	if !seen[shares.Account] {
 		return nil, fmt.Errorf("header has no Account column")
 	}
 	return cols, nil
@@ -322,7 +203,7 @@ func index(cols []string) map[string]int {
 
 // parseRow parses the fields of a row; above is the row before it, whose
 // strings it reuses.
-func parseRow(f []string, idx map[string]int, above *Row) (Row, error) {
+func parseRow(f []string, idx map[string]int, above *shares.Row) (shares.Row, error) {
 	get := func(col string) (string, bool) {
 		i, ok := idx[col]
 		if !ok {
@@ -330,8 +211,8 @@ func parseRow(f []string, idx map[string]int, above *Row) (Row, error) {
 		}
 		return f[i], true
 	}
-	var r Row
-	acct, _ := get(Account)
+	var r shares.Row
+	acct, _ := get(shares.Account)
 	name := strings.TrimLeft(acct, " ")
 	r.Depth = len(acct) - len(name)
 	if name == "" {
@@ -342,9 +223,9 @@ func parseRow(f []string, idx map[string]int, above *Row) (Row, error) {
 		return keep(v, prev)
 	}
 	r.Account = keep(name, above.Account)
-	r.User, r.Partition, r.Cluster = str(User, above.User), str(Partition, above.Partition), str(Cluster, above.Cluster)
-	r.GrpTRESMins, r.GrpTRESRaw, r.TRESRunMins = str(GrpTRESMins, above.GrpTRESMins), str(GrpTRESRaw, above.GrpTRESRaw), str(TRESRunMins, above.TRESRunMins)
-	if s, ok := get(RawShares); ok && s != "" {
+	r.User, r.Partition, r.Cluster = str(shares.User, above.User), str(shares.Partition, above.Partition), str(shares.Cluster, above.Cluster)
+	r.GrpTRESMins, r.GrpTRESRaw, r.TRESRunMins = str(shares.GrpTRESMins, above.GrpTRESMins), str(shares.GrpTRESRaw, above.GrpTRESRaw), str(shares.TRESRunMins, above.TRESRunMins)
+	if s, ok := get(shares.RawShares); ok && s != "" {
 		if s == "parent" {
 			r.RawShares = fairshare.SharesParent
 		} else {
@@ -360,8 +241,8 @@ func parseRow(f []string, idx map[string]int, above *Row) (Row, error) {
 		col string
 		dst *float64
 	}{
-		{NormShares, &r.NormShares}, {RawUsage, &r.RawUsage}, {NormUsage, &r.NormUsage},
-		{EffectvUsage, &r.EffectvUsage}, {FairShare, &r.FairShare}, {LevelFS, &r.LevelFS},
+		{shares.NormShares, &r.NormShares}, {shares.RawUsage, &r.RawUsage}, {shares.NormUsage, &r.NormUsage},
+		{shares.EffectvUsage, &r.EffectvUsage}, {shares.FairShare, &r.FairShare}, {shares.LevelFS, &r.LevelFS},
 	} {
 		*c.dst = math.NaN()
 		s, ok := get(c.col)
@@ -372,7 +253,7 @@ func parseRow(f []string, idx map[string]int, above *Row) (Row, error) {
 		if err != nil {
 			return r, fmt.Errorf("%s %q: %w", c.col, s, err)
 		}
-		if c.col == RawUsage && (v < 0 || math.IsInf(v, 0)) {
+		if c.col == shares.RawUsage && (v < 0 || math.IsInf(v, 0)) {
 			return r, fmt.Errorf("%s %q: expected a finite number >= 0", c.col, s)
 		}
 		*c.dst = v

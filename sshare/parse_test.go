@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 const fairTreeL = `Account|User|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|GrpTRESMins|TRESRunMins
@@ -23,7 +24,7 @@ func TestParseHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !out.Header || !out.Has(LevelFS) || out.Has(Partition) || len(out.Rows) != 6 {
+	if !out.Header || !out.Has(shares.LevelFS) || out.Has(shares.Partition) || len(out.Rows) != 6 {
 		t.Fatalf("header %v columns %v rows %d", out.Header, out.Columns, len(out.Rows))
 	}
 	root, ru, u12 := out.Rows[0], out.Rows[1], out.Rows[5]
@@ -55,7 +56,7 @@ func TestParseVariants(t *testing.T) {
 	noHeader := strings.SplitN(fairTreeL, "\n", 2)[1]
 	trailing := strings.ReplaceAll(fairTreeL, "\n", "|\n")
 	crlf := strings.ReplaceAll(fairTreeL, "\n", "\r\n")
-	ft := func(n int) ([]string, error) { return ColumnsForCount(n, true) }
+	ft := func(n int) ([]string, error) { return shares.ColumnsForCount(n, true) }
 	for _, tc := range []struct {
 		name   string
 		in     string
@@ -111,11 +112,11 @@ func TestColumns(t *testing.T) {
 		{true, false, false, "Account|User|RawShares|NormShares|RawUsage|EffectvUsage|FairShare"},
 		{true, true, true, "Account|User|Partition|RawShares|NormShares|RawUsage|NormUsage|EffectvUsage|FairShare|LevelFS|GrpTRESMins|TRESRunMins"},
 	} {
-		if got := strings.Join(Columns(tc.fairTree, tc.long, tc.part), "|"); got != tc.want {
+		if got := strings.Join(shares.Columns(tc.fairTree, tc.long, tc.part), "|"); got != tc.want {
 			t.Errorf("Columns(%v,%v,%v) = %s", tc.fairTree, tc.long, tc.part, got)
 		}
 	}
-	if _, err := ColumnsForCount(9, true); err == nil {
+	if _, err := shares.ColumnsForCount(9, true); err == nil {
 		t.Error("9 fields accepted as a Fair Tree layout")
 	}
 }
@@ -178,7 +179,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(strings.ReplaceAll(fairTreeL, "\n", "|\n"), false)
 	f.Add("Account|User|Partition|RawShares|RawUsage\nroot||||5\n root|root||parent|0\n", false)
 	f.Fuzz(func(t *testing.T, in string, fairTree bool) {
-		out, err := Parse(strings.NewReader(in), func(n int) ([]string, error) { return ColumnsForCount(n, fairTree) })
+		out, err := Parse(strings.NewReader(in), func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) })
 		if err != nil {
 			return
 		}

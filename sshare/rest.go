@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // maxRESTBody bounds the body a REST fetch reads, MaxJSONBytes; a
@@ -123,7 +125,7 @@ func (r *REST) Version() string {
 
 // Fetch gets the shares, sending token as X-SLURM-USER-TOKEN when not
 // empty. The body is decoded as it arrives, bounded as ParseJSON is.
-func (r *REST) Fetch(ctx context.Context, token string) (*Output, error) {
+func (r *REST) Fetch(ctx context.Context, token string) (*shares.Table, error) {
 	if r.version != "" {
 		return r.get(ctx, r.version, token)
 	}
@@ -184,7 +186,7 @@ func (r *REST) where(version string) string {
 	return strings.TrimSuffix(r.String(), "/") + path
 }
 
-func (r *REST) get(ctx context.Context, version, token string) (*Output, error) {
+func (r *REST) get(ctx context.Context, version, token string) (*shares.Table, error) {
 	u := r.where(version)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base.JoinPath("slurm", version, "shares").String(), nil)
 	if err != nil {
@@ -224,8 +226,8 @@ func (r *REST) get(ctx context.Context, version, token string) (*Output, error) 
 // RunJSON runs `sshare --json -a -l -m` against the cluster of slurmConf
 // (SLURM_CONF) and parses its output with ParseJSON; ctx and the limits
 // bound it as they bound Run.
-func RunJSON(ctx context.Context, slurmConf string) (*Output, error) {
-	var out *Output
+func RunJSON(ctx context.Context, slurmConf string) (*shares.Table, error) {
+	var out *shares.Table
 	var perr error
 	read := func(r io.Reader) error { out, perr = ParseJSON(r); return perr }
 	if err := runClient(ctx, slurmConf, MaxJSONBytes, read, "sshare", "--json", "-a", "-l", "-m"); err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // Run runs `sshare -a -l -P -m` (-m: a Partition column, so that one
@@ -19,8 +21,8 @@ import (
 // the cluster of slurmConf (SLURM_CONF) and parses its output. ctx bounds
 // it; the process is killed and reaped when ctx ends, or at once when its
 // output passes MaxBytes or MaxRows.
-func Run(ctx context.Context, slurmConf string) (*Output, error) {
-	var out *Output
+func Run(ctx context.Context, slurmConf string) (*shares.Table, error) {
+	var out *shares.Table
 	// parsed as sshare prints it: at 100k associations the output is 14
 	// MB, which a buffer held (grown to twice that) beside the rows
 	read := func(r io.Reader) (err error) { out, err = Parse(r, nil); return err }
