@@ -56,8 +56,8 @@ bench:
 	$(GO) test -run '^$$' -bench RawUsageJobs -count 3 ./slurmdbd
 	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
 	$(GO) test -run '^$$' -bench Publish100k -benchtime 5x ./collector
-	$(GO) test -run '^$$' -bench 'Build|Compare100k' -benchmem -benchtime 20x ./refresh
-	$(GO) test -run '^$$' -bench Recovery -benchtime 2x ./refresh
+	$(GO) test -run '^$$' -bench 'Build|Compare100k' -benchmem -benchtime 20x ./engine
+	$(GO) test -run '^$$' -bench Recovery -benchtime 2x ./engine
 	$(MAKE) bench-scale
 
 ## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)

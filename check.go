@@ -28,7 +28,7 @@ type checkCmd struct {
 	// with the database while slurmctld's passes go on
 	Tolerance float64 `name:"drift.formula-tolerance" aliases:"tolerance" default:"1e-6" help:"Formula drift allowed on top of what the inputs' precision explains (absolute; sshare prints 6 decimals)."`
 	Output    string  `default:"table" enum:"table,json" help:"Output format: table or json."`
-	// serve takes it from slurm.conf (refresh.Exporter.freshReport)
+	// serve takes it from slurm.conf (engine.Exporter.freshReport)
 	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
 	database
@@ -176,7 +176,7 @@ func writeReport(env *runEnv, rep *drift.Report, format string) error {
 
 // series checks replay mode's snapshots in time order, each with the last
 // earlier one whose RawUsage differs as its lag reference (serve's rule,
-// refresh.Exporter.onReport: usage changes only at slurmctld's decay
+// engine.Exporter.onReport: usage changes only at slurmctld's decay
 // passes, so that one was taken before the last pass). It prints as it
 // goes: a listing of sshare.MaxBytes every 30 s for a day is 180 GB. One
 // snapshot alone prints as check always printed one report.

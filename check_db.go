@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
@@ -66,7 +66,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	conf := set.conf
-	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log}
+	e := &engine.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log}
 	// slurmctld's boot time orders tied Fair Tree siblings as it does;
 	// without it (sshare output from a file alone) ties allow their rank
 	// range
@@ -126,7 +126,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 // report was read (nil: from a file, whose moment is --at); passRaw the
 // usage of the read that showed the pass, where it differs
 // (drift.Input.PassRaw), read up to gap after it.
-func (c *checkCmd) readAcrossPass(ctx context.Context, e *refresh.Exporter, conf *slurmconf.Config, stateDir string) (out *shares.Table, read *[2]time.Time, passRaw map[drift.Key]float64, gap time.Duration, err error) {
+func (c *checkCmd) readAcrossPass(ctx context.Context, e *engine.Exporter, conf *slurmconf.Config, stateDir string) (out *shares.Table, read *[2]time.Time, passRaw map[drift.Key]float64, gap time.Duration, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)

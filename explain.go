@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
@@ -113,7 +113,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 	}
 	if c.Demo {
 		demo := &slurmconf.Config{ClusterName: "demo", PriorityType: "priority/multifactor", PriorityCalcPeriod: 5 * time.Minute}
-		return c.explain(env, refresh.DemoExplained(at, refresh.DemoAssociations), demo, at)
+		return c.explain(env, engine.DemoExplained(at, engine.DemoAssociations), demo, at)
 	}
 	set, err := setup(env.log, &c.dsnFlag, &c.slurmFlags)
 	if err != nil {
@@ -130,7 +130,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 			out = nil
 		}
 	}
-	e := &refresh.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: drift.DefaultTolerance,
+	e := &engine.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: drift.DefaultTolerance,
 		Maui: c.config(), MauiInterval: c.MauiInterval, WhatIf: true}
 	switch {
 	case out != nil:
@@ -148,14 +148,14 @@ func (c *explainCmd) Run(env *runEnv) error {
 		return err
 	}
 	if out != nil {
-		in.Report = &refresh.Report{Out: out, At: at}
+		in.Report = &engine.Report{Out: out, At: at}
 	}
 	return c.explain(env, in, conf, at)
 }
 
 // explain answers for the cluster's inputs: what-if shares, a job or a
 // user.
-func (c *explainCmd) explain(env *runEnv, in *refresh.Inputs, conf *slurmconf.Config, at time.Time) error {
+func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Config, at time.Time) error {
 	if len(c.WhatIf) > 0 {
 		changes, _ := c.shareChanges() // checked by Validate
 		x, err := whatIf(in, changes, c.WhatIf, c.User)
@@ -169,7 +169,7 @@ func (c *explainCmd) explain(env *runEnv, in *refresh.Inputs, conf *slurmconf.Co
 		return nil
 	}
 	in.Ranges = true
-	cl, err := refresh.Build(in)
+	cl, err := engine.Build(in)
 	if err != nil {
 		return err
 	}

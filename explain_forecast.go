@@ -13,8 +13,8 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 )
 
 // forecastFlag is --forecast with an optional THRESHOLD after it
@@ -151,11 +151,11 @@ type ForecastExplanation struct {
 // forecast is the recovery forecast of tree association i (user user)
 // under the default assumption.
 // extra are moments to show besides forecastAfter's.
-func forecast(in *refresh.Inputs, i int, user string, threshold float64, extra ...time.Duration) (*ForecastExplanation, error) {
+func forecast(in *engine.Inputs, i int, user string, threshold float64, extra ...time.Duration) (*ForecastExplanation, error) {
 	f := in.Forecast().Quiet(i)
 	t := in.Tree
 	users := float64(t.Users())
-	x := &ForecastExplanation{Algorithm: string(f.Algorithm), Window: humanDuration(in.ForecastWindow), Horizon: humanDuration(refresh.RecoveryHorizon), ThresholdFrom: "flag"}
+	x := &ForecastExplanation{Algorithm: string(f.Algorithm), Window: humanDuration(in.ForecastWindow), Horizon: humanDuration(engine.RecoveryHorizon), ThresholdFrom: "flag"}
 	jobs := len(f.Jobs)
 	x.Assumptions = []string{
 		fmt.Sprintf("%s submits no new jobs", user),
@@ -188,7 +188,7 @@ func forecast(in *refresh.Inputs, i int, user string, threshold float64, extra .
 		x.ThresholdRank = int32(math.Ceil(threshold * users))
 	}
 	x.Threshold = drift.Num(threshold)
-	cs, err := f.Crossings([]int{i}, []float64{threshold}, refresh.RecoveryHorizon.Seconds(), refresh.RecoveryStep.Seconds())
+	cs, err := f.Crossings([]int{i}, []float64{threshold}, engine.RecoveryHorizon.Seconds(), engine.RecoveryStep.Seconds())
 	if err != nil {
 		return nil, err
 	}
@@ -302,7 +302,7 @@ type WhatIf struct {
 
 // whatIf recomputes the inputs' tree with the changed shares; user (if
 // not empty) keeps only that user's rows.
-func whatIf(in *refresh.Inputs, changes []fairshare.ShareChange, flags []string, user string) (*WhatIf, error) {
+func whatIf(in *engine.Inputs, changes []fairshare.ShareChange, flags []string, user string) (*WhatIf, error) {
 	alg, damp := in.Settings.Algorithm, in.Settings.Dampening
 	edited, err := in.Tree.WithShares(changes)
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
@@ -46,9 +46,9 @@ func TestForecastFlags(t *testing.T) {
 
 // demoForecast is a Synthetic Fair Tree cluster's inputs with a rate for
 // every user but one, which has a job.
-func demoForecast(t *testing.T) (*refresh.Inputs, int) {
+func demoForecast(t *testing.T) (*engine.Inputs, int) {
 	tr := fairshare.Synthetic(300, 3, 9)
-	in := &refresh.Inputs{Name: "c", Tree: tr, Settings: refresh.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
+	in := &engine.Inputs{Name: "c", Tree: tr, Settings: engine.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
 		Passes: fairshare.Passes{HalfLife: 86400, Period: 300}, Computed: time.Unix(1_800_000_000, 0), ForecastRate: make([]float64, tr.Len()), ForecastWindow: 7 * 24 * time.Hour}
 	u := -1
 	root := tr.Association(tr.Root()).RawUsage
@@ -201,7 +201,7 @@ func TestRecoveryMetricAgreesWithExplain(t *testing.T) {
 // TestExplainDemo: explain --demo answers --user with a forecast, --job and
 // --what-if on serve --demo's cluster, with no database or Slurm.
 func TestExplainDemo(t *testing.T) {
-	in := refresh.DemoExplained(time.Now(), refresh.DemoAssociations)
+	in := engine.DemoExplained(time.Now(), engine.DemoAssociations)
 	user := ""
 	for i := range in.Tree.Len() {
 		if a := in.Tree.Association(i); a.IsUser() && a.RawUsage > 0 {

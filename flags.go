@@ -99,7 +99,7 @@ type savedBoot struct {
 	SlurmctldConfigFile string `name:"slurmctld.config-file" type:"existingfile" help:"A replay's slurmctld boot: the output of 'scontrol show config' saved with the --sshare-file (check) or at the --at moment (explain), whose BOOT_TIME is read as a live run reads it from scontrol (without it, slurmctld's boot is unknown)."`
 }
 
-// saved is the saved BOOT_TIME as refresh.Exporter.BootTime.
+// saved is the saved BOOT_TIME as engine.Exporter.BootTime.
 func (s *savedBoot) saved() (func(context.Context) (time.Time, error), error) {
 	b, _, err := regular.Read(s.SlurmctldConfigFile, sshare.MaxBytes)
 	if err == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/rs/zerolog"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
@@ -92,7 +92,7 @@ func newParser(c *cli, opts ...kong.Option) (*kong.Kong, error) {
 		kong.Name("slurmdbd_exporter"),
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
-		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(refresh.DemoAssociations)},
+		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(engine.DemoAssociations)},
 	}, opts...)...)
 }
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -158,7 +158,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 	col := collector.New()
 	col.Extended, col.Filter = s.Extended, filter
 	if s.Demo {
-		snap := refresh.Demo(time.Now(), s.DemoAssociations)
+		snap := engine.Demo(time.Now(), s.DemoAssociations)
 		if err := col.Publish(snap); err != nil {
 			return err
 		}
@@ -177,7 +177,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var exp atomic.Pointer[refresh.Exporter]
+	var exp atomic.Pointer[engine.Exporter]
 	served := make(chan error, 1)
 	go func() {
 		served <- s.listen(ctx, env.log, col, func() bool { e := exp.Load(); return e != nil && e.Ready() })
@@ -233,7 +233,7 @@ func ignoreHangup(ctx context.Context, log zerolog.Logger) {
 // exporter checks the configuration and builds the refresh loops. The
 // database may be down at startup: the exporter then serves up 0 until it
 // answers; a cluster it names that is not in cluster_table is an error.
-func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collector.Collector, filter collector.Filter) (*refresh.Exporter, error) {
+func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collector.Collector, filter collector.Filter) (*engine.Exporter, error) {
 	set, err := setup(log, &s.dsnFlag, &s.slurmFlags)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	if interval == 0 {
 		interval = conf.PriorityCalcPeriod
 	}
-	e := &refresh.Exporter{
+	e := &engine.Exporter{
 		DSN: dsn, Clusters: s.Cluster, Conf: conf, LoadConf: func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }, StateDir: set.stateDir, Interval: s.RefreshInterval, QueryTimeout: s.DBTimeout,
 		ReportedInterval: interval, ReportedTimeout: s.ReportedTimeout, StaleAfter: time.Duration(s.ReportedStale) * interval,
 		Tolerance:    drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},

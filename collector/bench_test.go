@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -24,7 +24,7 @@ import (
 func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 	tree := fairshare.Synthetic(n, 5, 11)
 	now := time.Now()
-	in := &refresh.Inputs{Name: "big", Settings: refresh.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
+	in := &engine.Inputs{Name: "big", Settings: engine.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
 		Tree: tree, TRES: map[string][]float64{}, Pending: make([]bool, tree.Len()), MauiUsage: make([]float64, tree.Len()),
 		Uncharged: make([]float64, tree.Len()), Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, Computed: now, LastRollup: now.Truncate(time.Hour),
 		Tolerance: drift.DefaultTolerance}
@@ -35,8 +35,8 @@ func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 		}
 		in.TRES[name] = v
 	}
-	in.Report = &refresh.Report{Out: refresh.SshareOf(tree, tree.FairTree()), At: now}
-	cl, err := refresh.Build(in)
+	in.Report = &engine.Report{Out: engine.SshareOf(tree, tree.FairTree()), At: now}
+	cl, err := engine.Build(in)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkScrape10k(b *testing.B) {
 // its time and, with -benchmem, the garbage it makes, which sets the
 // exporter's peak RSS at that size.
 func BenchmarkPublish100k(b *testing.B) {
-	snap := refresh.Demo(time.Now(), 100000)
+	snap := engine.Demo(time.Now(), 100000)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := collector.New().Publish(snap); err != nil {

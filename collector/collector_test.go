@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/refresh"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
@@ -32,7 +32,7 @@ func demoCollector(t *testing.T) *Collector {
 	t.Helper()
 	c := New()
 	c.Extended = true
-	if err := c.Publish(refresh.Demo(time.Now(), refresh.DemoAssociations)); err != nil {
+	if err := c.Publish(engine.Demo(time.Now(), engine.DemoAssociations)); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -104,7 +104,7 @@ func TestMetricsDoc(t *testing.T) {
 // read back through the text format as the same strings (invalid bytes as
 // U+FFFD).
 func TestAwkwardNames(t *testing.T) {
-	snap := refresh.Demo(time.Now(), refresh.DemoAssociations)
+	snap := engine.Demo(time.Now(), engine.DemoAssociations)
 	names := []string{`qu"ote's`, "pi|pe", "new\nline", "back\\slash", "ünïcødé-名前", strings.Repeat("k", 1024), "bad\xffbyte"}
 	cl := &snap.Clusters[0]
 	for i, n := range names {
@@ -136,7 +136,7 @@ func TestAwkwardNames(t *testing.T) {
 // of the same snapshot at the same moment (families and series sorted
 // differently), awkward names included.
 func TestRenderMatchesClientGolang(t *testing.T) {
-	snap := refresh.Demo(time.Now(), 300)
+	snap := engine.Demo(time.Now(), 300)
 	for i, n := range []string{`qu"ote's`, "new\nline", "back\\slash", "ünïcødé", "bad\xff\xfebytes"} {
 		snap.Clusters[0].Assocs[i+1].User = n
 	}
@@ -178,7 +178,7 @@ func TestRenderMatchesClientGolang(t *testing.T) {
 func TestSeriesBudget(t *testing.T) {
 	for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmFairTree, fairshare.AlgorithmClassic} {
 		count := func(extended bool) (perAssoc float64, families int) {
-			snap := refresh.Demo(time.Now(), 2000)
+			snap := engine.Demo(time.Now(), 2000)
 			snap.Clusters[0].Algorithm = alg
 			_, text := publishedText(t, snap, extended)
 			n := 0
@@ -207,7 +207,7 @@ func TestSeriesBudget(t *testing.T) {
 // users), each user's rank lies in its account's block, and each block in
 // its parent's; under classic there are none.
 func TestSubtreeRanks(t *testing.T) {
-	snap := refresh.Demo(time.Now(), 400)
+	snap := engine.Demo(time.Now(), 400)
 	cl := &snap.Clusters[0]
 	_, text := publishedText(t, snap, false)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -269,7 +269,7 @@ func TestSubtreeRanks(t *testing.T) {
 			t.Errorf("%s: block %v..%v, not inside its parent %s's %v..%v", k.account, lo[k], hi[k], p, lo[a], hi[a])
 		}
 	}
-	snap = refresh.Demo(time.Now(), 400)
+	snap = engine.Demo(time.Now(), 400)
 	snap.Clusters[0].Algorithm = fairshare.AlgorithmClassic
 	if _, text := publishedText(t, snap, false); strings.Contains(text, "slurmdbd_fairshare_subtree_rank_max{") {
 		t.Error("subtree ranks exported under classic without --collector.extended")
@@ -295,7 +295,7 @@ func publishedText(t *testing.T, snap *result.Snapshot, extended bool) (*Collect
 // TestPendingMetrics: the demo's pending jobs become the
 // slurmdbd_priority_* series, one set per account, partition and QOS.
 func TestPendingMetrics(t *testing.T) {
-	snap := refresh.Demo(time.Now(), 300)
+	snap := engine.Demo(time.Now(), 300)
 	cl := &snap.Clusters[0]
 	if len(cl.Pending) == 0 {
 		t.Fatal("the demo has no pending jobs")
@@ -330,7 +330,7 @@ func TestPendingMetrics(t *testing.T) {
 // the ages as of itself, and both reach the client whole.
 func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
 	c := New()
-	if err := c.Publish(refresh.Demo(time.Now(), 50)); err != nil {
+	if err := c.Publish(engine.Demo(time.Now(), 50)); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now()
@@ -370,7 +370,7 @@ func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
 // one series per user association that has a value (+Inf rendered as
 // such), with the moment of its computation.
 func TestRecoveryMetric(t *testing.T) {
-	snap := refresh.Demo(time.Unix(1_800_000_000, 0), 50)
+	snap := engine.Demo(time.Unix(1_800_000_000, 0), 50)
 	cl := &snap.Clusters[0]
 	cl.RecoveryComputed = time.Unix(1_799_996_400, 0)
 	want := 0

@@ -1,8 +1,8 @@
-// Package refresh computes what the exporter publishes: the fairshare
+// Package engine computes what the exporter publishes: the fairshare
 // values of each cluster from the database, what Slurm reports, and the
 // drift between the two. Build is the pure part; Exporter runs the loops
 // that read the sources and publish.
-package refresh
+package engine
 
 import (
 	"fmt"
