@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"strings"
 	"time"
@@ -66,29 +65,38 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	conf := set.conf
-	e := &engine.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log}
+	opts := []engine.Option{engine.WithLogger(oneShot(env.log)), engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.stateDir)}
 	// slurmctld's boot time orders tied Fair Tree siblings as it does;
 	// without it (sshare output from a file alone) ties allow their rank
 	// range
 	switch {
 	case len(c.SshareFile) == 0:
-		e.BootTime = c.bootTime(c.SlurmConf)
+		opts = append(opts, engine.WithBootTime(c.bootTime(c.SlurmConf)))
 	case c.SlurmctldConfigFile != "":
-		if e.BootTime, err = c.saved(); err != nil {
+		boot, err := c.saved()
+		if err != nil {
 			return err
 		}
+		opts = append(opts, engine.WithBootTime(boot))
 	}
-	reported, read, passRaw, gap, err := c.readAcrossPass(ctx, e, conf, set.stateDir)
+	reported, r, err := c.readReported(ctx, conf, set.stateDir)
 	if err != nil {
 		return err
 	}
-	if read == nil {
-		read = window
+	var passRaw map[drift.Key]float64
+	var gap time.Duration
+	if r != nil {
+		// read live: the tracker that read it knows the phase
+		opts = append(opts, engine.WithTracker(r.tracker))
+		window = &[2]time.Time{r.Start, r.End}
+		passRaw, gap = r.PassRaw(0), r.PassGap
 	}
-	if read != nil {
-		at = read[0].Add(read[1].Sub(read[0]) / 2)
+	if window != nil {
+		at = window[0].Add(window[1].Sub(window[0]) / 2)
 	}
-	in, err := e.Once(ctx, set.cluster(c.Cluster), at)
+	e := engine.New(conf, set.dsn, opts...)
+	defer e.Close()
+	in, err := e.Refresh(ctx, set.cluster(c.Cluster), at)
 	if err != nil {
 		return err
 	}
@@ -101,7 +109,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		alg = fairshare.Algorithm(c.Algorithm)
 	}
 	reported.FillMissingFactor(in.Settings.Dampening)
-	pass := in.PassError(read)
+	pass := in.PassError(window)
 	// the comparison serve makes, association by association: the
 	// database against Slurm's usage, with Slurm's formula beside it
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
@@ -111,7 +119,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	rep := cmp.Usage
-	rep.Phase = &drift.Phase{Source: in.Phase.Source, Uncertainty: pass.Window}
+	rep.Phase = &result.Phase{Source: in.Phase.Source, Uncertainty: time.Duration(pass.Window * float64(time.Second))}
 	rep.Formula = cmp.Formula
 	if alg == fairshare.AlgorithmDepthOblivious {
 		notes = append(notes, depthObliviousNote)
@@ -120,84 +128,40 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	return writeReport(env, rep, c.Output)
 }
 
-// readAcrossPass reads what Slurm reports: from --sshare-file, or by
-// running sshare, again and again across a decay pass when its moment is
-// unknown (--phase.wait), which e then knows. read is when the returned
-// report was read (nil: from a file, whose moment is --at); passRaw the
-// usage of the read that showed the pass, where it differs
-// (drift.Input.PassRaw), read up to gap after it.
-func (c *checkCmd) readAcrossPass(ctx context.Context, e *engine.Exporter, conf *slurmconf.Config, stateDir string) (out *shares.Table, read *[2]time.Time, passRaw map[drift.Key]float64, gap time.Duration, err error) {
+// liveRead is sshare read live, with the tracker that read it.
+type liveRead struct {
+	*engine.Reading
+	tracker *engine.Tracker
+}
+
+// readReported reads what Slurm reports: from --sshare-file (r nil: its
+// moment is --at), or by running sshare, again and again across a decay
+// pass when its moment is unknown (--phase.wait).
+func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, stateDir string) (out *shares.Table, r *liveRead, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, nil, nil, 0, err
+			return nil, nil, err
 		}
 		defer f.Close()
 		out, err = parseSshare(f, name, c.Algorithm)
-		return out, nil, nil, 0, err
+		return out, nil, err
 	}
 	wait, err := c.phaseWait(conf)
 	if err != nil {
-		return nil, nil, nil, 0, err
+		return nil, nil, err
 	}
 	if _, _, err := slurmstate.LastDecayRan(stateDir); err == nil {
 		wait = 0 // the state file says when passes fall
 	}
-	tracker := &drift.PhaseTracker{Period: conf.PriorityCalcPeriod}
-	deadline := time.Now().Add(wait)
-	var first, pass, raw map[drift.Key]float64
-	var prev *shares.Table
-	var passes uint64
-	var prevStart time.Time
-	seen := false
-	for {
-		rctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
-		start := time.Now()
-		out, err = sshare.Run(rctx, c.SlurmConf)
-		end := time.Now()
-		cancel()
-		if err != nil {
-			return nil, nil, nil, 0, err
-		}
-		read = &[2]time.Time{start, end}
-		raw = drift.RawByKey(out)
-		if prev != nil && drift.PassBetween(prev, out) {
-			passes, pass, gap = passes+1, raw, end.Sub(prevStart)
-		}
-		prevStart = start
-		if first == nil {
-			first = raw
-		}
-		prev = out
-		tracker.Observe(start, end, passes)
-		if seen || !end.Before(deadline) {
-			break
-		}
-		// one bracket, from reads a second apart, pins the pass to a few
-		// seconds: the bisection serve does over several periods is not
-		// worth a command's wait. The report is the read after, clear
-		// of the pass (a read near it may show either side).
-		if _, u, ok := tracker.Pass(end); ok && u < conf.PriorityCalcPeriod/4 {
-			seen = true
-			time.Sleep(1500*time.Millisecond + end.Sub(start))
-			continue
-		}
-		time.Sleep(min(time.Second, time.Until(deadline)))
+	t := engine.NewTracker(engine.TrackerConfig{Read: func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, c.SlurmConf) },
+		Timeout: c.ReportedTimeout, Period: conf.PriorityCalcPeriod})
+	read, err := t.ReadAcrossPass(ctx, wait)
+	if err != nil {
+		return nil, nil, err
 	}
-	if wait > 0 {
-		e.InferPhase(tracker)
-		if pass == nil {
-			// a pass fell while every association with usage ran a job
-			// (none decreased): its values lie between the first read's
-			// usage and the last's
-			pass = first
-		}
-	}
-	if maps.Equal(pass, raw) {
-		pass = nil
-	}
-	return out, read, pass, gap, nil
+	return read.Out, &liveRead{read, t}, nil
 }
 
 // phaseWait is --phase.wait for conf.

@@ -94,7 +94,7 @@ type Explanation struct {
 	// moment slurmctld's last decay pass may have fallen at (Phase):
 	// what Slurm reports lies inside.
 	FactorRanges map[string][2]drift.Num `json:"factor_ranges,omitempty"`
-	Phase        drift.Phase             `json:"phase"`
+	Phase        result.Phase            `json:"phase"`
 	Users        int                     `json:"user_associations"`
 	Reason       string                  `json:"reason"`
 	// Forecast is the recovery forecast (--forecast).
@@ -130,22 +130,28 @@ func (c *explainCmd) Run(env *runEnv) error {
 			out = nil
 		}
 	}
-	e := &engine.Exporter{DSN: set.dsn, QueryTimeout: c.DBTimeout, Conf: conf, StateDir: set.stateDir, Log: env.log, Tolerance: drift.DefaultTolerance,
-		Maui: c.config(), MauiInterval: c.MauiInterval, WhatIf: true}
+	opts := []engine.Option{engine.WithLogger(oneShot(env.log)), engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.stateDir),
+		engine.WithTolerance(drift.DefaultTolerance), engine.WithMaui(c.config(), c.MauiInterval), engine.WithWhatIf()}
 	switch {
 	case out != nil:
-		e.BootTime = c.bootTime(c.SlurmConf)
+		opts = append(opts, engine.WithBootTime(c.bootTime(c.SlurmConf)))
 	case c.SlurmctldConfigFile != "":
-		if e.BootTime, err = c.saved(); err != nil {
+		boot, err := c.saved()
+		if err != nil {
 			return err
 		}
+		opts = append(opts, engine.WithBootTime(boot))
 	}
-	if c.Forecast.On {
-		e.ForecastWindow = c.ForecastWindow
-	}
-	in, err := e.Once(ctx, name, at)
+	e := engine.New(conf, set.dsn, opts...)
+	defer e.Close()
+	in, err := e.Refresh(ctx, name, at)
 	if err != nil {
 		return err
+	}
+	if c.Forecast.On {
+		if err := e.ForecastInputs(ctx, in, c.ForecastWindow); err != nil {
+			return err
+		}
 	}
 	if out != nil {
 		in.Report = &engine.Report{Out: out, At: at}
@@ -173,7 +179,8 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 	if err != nil {
 		return err
 	}
-	phase := drift.Phase{Source: in.Phase.Source, Uncertainty: in.PassError(nil).Window}
+	phase := in.Phase
+	phase.Uncertainty = time.Duration(in.PassError(nil).Window * float64(time.Second))
 	if c.Job != 0 {
 		return c.explainJob(env, cl, conf, at, phase)
 	}
@@ -215,7 +222,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // explain finds the user's associations and their paths from root.
-func explain(cl result.Cluster, at time.Time, user, account string, phase drift.Phase) ([]Explanation, error) {
+func explain(cl result.Cluster, at time.Time, user, account string, phase result.Phase) ([]Explanation, error) {
 	accounts := map[string]*result.Association{}
 	users := 0
 	for i := range cl.Assocs {

@@ -39,7 +39,7 @@ type JobExplanation struct {
 	// PriorityRange is the priority over the possible moments of
 	// slurmctld's last priority pass (Phase): sprio's lies inside.
 	PriorityRange [2]drift.Num `json:"priority_range"`
-	Phase         drift.Phase  `json:"phase"`
+	Phase         result.Phase `json:"phase"`
 	Dominant      string       `json:"dominant_factor,omitempty"`
 	Factors       []FactorLine `json:"factors"`
 	// TRES is each weighted TRES's normalized factor.
@@ -50,7 +50,7 @@ type JobExplanation struct {
 }
 
 // explainJob explains job c.Job as of at: one explanation per partition.
-func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.Config, at time.Time, phase drift.Phase) error {
+func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.Config, at time.Time, phase result.Phase) error {
 	if conf.PriorityType != "priority/multifactor" {
 		return fmt.Errorf("job %d: slurm.conf's PriorityType is %s: only priority/multifactor weighs factors", c.Job, conf.PriorityType)
 	}

@@ -111,6 +111,12 @@ func (s *savedBoot) saved() (func(context.Context) (time.Time, error), error) {
 	return nil, fmt.Errorf("--slurmctld.config-file %s: %w", s.SlurmctldConfigFile, err)
 }
 
+// oneShot is the logger of a command that computes once: what serve
+// logs at info (restoring state, each refresh) is noise there.
+func oneShot(log zerolog.Logger) zerolog.Logger {
+	return log.Level(max(log.GetLevel(), zerolog.WarnLevel))
+}
+
 // reportedTimeout bounds one read of what Slurm reports.
 type reportedTimeout struct {
 	ReportedTimeout time.Duration `name:"reported.timeout" aliases:"sshare-timeout" default:"30s" help:"Limit for one read of what Slurm reports; sshare is killed when it passes."`

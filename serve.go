@@ -177,17 +177,17 @@ func (s *serveCmd) Run(env *runEnv) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var exp atomic.Pointer[engine.Exporter]
+	var exp atomic.Pointer[engine.Loop]
 	served := make(chan error, 1)
 	go func() {
 		served <- s.listen(ctx, env.log, col, func() bool { e := exp.Load(); return e != nil && e.Ready() })
 	}()
 	started := make(chan error, 1)
 	go func() {
-		e, err := s.exporter(ctx, env.log, col, filter)
+		l, err := s.loop(ctx, env.log, col)
 		if err == nil {
-			exp.Store(e)
-			go e.Run(ctx)
+			exp.Store(l)
+			go l.Run(ctx)
 		}
 		started <- err
 	}()
@@ -230,10 +230,10 @@ func ignoreHangup(ctx context.Context, log zerolog.Logger) {
 	}()
 }
 
-// exporter checks the configuration and builds the refresh loops. The
+// loop checks the configuration and builds the refresh loop. The
 // database may be down at startup: the exporter then serves up 0 until it
 // answers; a cluster it names that is not in cluster_table is an error.
-func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collector.Collector, filter collector.Filter) (*engine.Exporter, error) {
+func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.Collector) (*engine.Loop, error) {
 	set, err := setup(log, &s.dsnFlag, &s.slurmFlags)
 	if err != nil {
 		return nil, err
@@ -257,30 +257,31 @@ func (s *serveCmd) exporter(ctx context.Context, log zerolog.Logger, col *collec
 	if interval == 0 {
 		interval = conf.PriorityCalcPeriod
 	}
-	e := &engine.Exporter{
-		DSN: dsn, Clusters: s.Cluster, Conf: conf, LoadConf: func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }, StateDir: set.stateDir, Interval: s.RefreshInterval, QueryTimeout: s.DBTimeout,
-		ReportedInterval: interval, ReportedTimeout: s.ReportedTimeout, StaleAfter: time.Duration(s.ReportedStale) * interval,
-		Tolerance:    drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance},
-		Maui:         s.config(),
-		MauiInterval: s.MauiInterval,
-		WhatIf:       s.Extended,
-		AllTRES:      s.Extended,
-		StoragePath:  s.StoragePath,
-		Collector:    col, Log: log,
-	}
+	opts := []engine.Option{engine.WithLogger(log), engine.WithQueryTimeout(s.DBTimeout), engine.WithClusters(s.Cluster...),
+		engine.WithReload(func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }), engine.WithStateDir(set.stateDir),
+		engine.WithTolerance(drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance}),
+		engine.WithMaui(s.config(), s.MauiInterval), engine.WithStorage(s.StoragePath)}
 	if s.Extended {
-		e.ForecastWindow, e.RecoveryInterval = s.ForecastWindow, s.ForecastInterval
+		opts = append(opts, engine.WithWhatIf(), engine.WithAllTRES())
 	}
+	tc := engine.TrackerConfig{Timeout: s.ReportedTimeout, Interval: interval, StateDir: set.stateDir, Period: conf.PriorityCalcPeriod, Confirm: 1}
 	switch s.ReportedSource {
 	case "sshare":
-		e.Report = func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, s.SlurmConf) }
-		e.BootTime = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, s.SlurmConf) }
+		tc.Read = func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, s.SlurmConf) }
+		tc.BootTime = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, s.SlurmConf) }
 	case "slurmrestd":
-		if e.Report, err = s.restReport(log); err != nil {
+		if tc.Read, err = s.restReport(log); err != nil {
 			return nil, err
 		}
 	}
-	return e, nil
+	if tc.Read != nil {
+		opts = append(opts, engine.WithTracker(engine.NewTracker(tc)))
+	}
+	sched := engine.Schedule{Interval: s.RefreshInterval, StaleAfter: time.Duration(s.ReportedStale) * interval}
+	if s.Extended {
+		sched.ForecastWindow, sched.RecoveryInterval = s.ForecastWindow, s.ForecastInterval
+	}
+	return engine.NewLoop(engine.New(conf, dsn, opts...), col, sched), nil
 }
 
 // maxTokenFile bounds what --slurmrestd.token-file reads: a JWT is some
@@ -290,7 +291,7 @@ const maxTokenFile = 64 << 10
 // restReport reads the shares from slurmrestd, with the token read from
 // --slurmrestd.token-file at every request when one is given. Without
 // --slurmrestd.api-version, the version is detected and logged.
-func (s *serveCmd) restReport(log zerolog.Logger) (func(context.Context) (*shares.Table, error), error) {
+func (s *serveCmd) restReport(log zerolog.Logger) (engine.ReportFunc, error) {
 	rest, err := sshare.NewREST(nil, s.RestURL, s.RestVersion, s.RestUser)
 	if err != nil {
 		return nil, err

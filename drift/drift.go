@@ -4,7 +4,6 @@ package drift
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"strconv"
 
@@ -185,27 +184,7 @@ type Report struct {
 	Formula *Report `json:"formula,omitempty"`
 	// Phase is, beside a comparison with the database, what was known of
 	// the moment of slurmctld's decay passes.
-	Phase *Phase `json:"phase,omitempty"`
-}
-
-// Phase is where the moment of slurmctld's decay passes came from
-// (state_file, inferred, unknown) and how far apart, in seconds, the pass
-// the database's usage stands at and slurmctld's last one may be
-// (PassError.Window).
-type Phase struct {
-	Source      string  `json:"source"`
-	Uncertainty float64 `json:"uncertainty_seconds"`
-}
-
-// Describe says where the values come from in words, for tables.
-func (p Phase) Describe() string {
-	switch p.Source {
-	case result.PhaseStateFile:
-		return fmt.Sprintf("over slurmctld's last decay pass, read from its state (±%gs)", p.Uncertainty)
-	case result.PhaseInferred:
-		return fmt.Sprintf("over the moments slurmctld's last decay pass may have fallen at, inferred from its reports (±%gs)", p.Uncertainty)
-	}
-	return fmt.Sprintf("over every moment slurmctld's last decay pass may have fallen at (its phase unknown: the last %gs)", p.Uncertainty)
+	Phase *result.Phase `json:"phase,omitempty"`
 }
 
 // Compare matches reported and computed associations by key. Entries follow

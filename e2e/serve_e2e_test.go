@@ -21,6 +21,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // httpClient makes every HTTP request of these tests: a request that
@@ -512,7 +513,7 @@ type explanation struct {
 	} `json:"path"`
 	Factors  map[string]drift.Num    `json:"factors"`
 	Ranges   map[string][2]drift.Num `json:"factor_ranges"`
-	Phase    drift.Phase             `json:"phase"`
+	Phase    result.Phase            `json:"phase"`
 	Reported *drift.Num              `json:"reported_factor"`
 	Reason   string                  `json:"reason"`
 }

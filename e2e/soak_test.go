@@ -13,6 +13,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 )
 
@@ -251,7 +252,7 @@ type soakExplain struct {
 		Range      *[2]drift.Num `json:"range"`
 		Weight     float64       `json:"weight"`
 	} `json:"factors"`
-	Phase drift.Phase `json:"phase"`
+	Phase result.Phase `json:"phase"`
 }
 
 // checkSprioRanges runs explain --job with the state hidden for each
@@ -333,10 +334,10 @@ func hiddenCheck(t *testing.T, c *slurmharness.Cluster, dsnFile, hidden string, 
 	code, rep, stderr := checkJSON(t, c.Env(), "--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--slurm.state-dir", hidden, "--phase.wait", "5m")
 	phase := rep.Phase
 	if phase == nil {
-		phase = &drift.Phase{}
+		phase = &result.Phase{}
 	}
 	t.Logf("check, state hidden, after %v: exit %d, %+v, phase %s ±%gs, largest relative RawUsage drift %.3g (bound %.3g), note %q",
-		time.Since(start).Round(time.Second), code, rep.Summary.Counts, phase.Source, phase.Uncertainty,
+		time.Since(start).Round(time.Second), code, rep.Summary.Counts, phase.Source, phase.Uncertainty.Seconds(),
 		float64(rep.Summary.MaxRelative.RawUsage), float64(rep.Summary.MaxRelativeBound.RawUsage), rep.Note)
 	if code != 0 {
 		for _, e := range rep.Associations {

@@ -121,7 +121,8 @@ type Inputs struct {
 	// moments (result.Association.Range, result.Job.Range): explain.
 	Ranges bool
 
-	assocIDs      []uint32 // id_assoc of each tree association
+	cluster       slurmdbd.Cluster // where the extras are read
+	assocIDs      []uint32         // id_assoc of each tree association
 	tresNames     map[uint32]string
 	qos           map[uint32]slurmdbd.QOS
 	assocPriority []uint32 // inherited priority of each (nil: weight 0)

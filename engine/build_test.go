@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -169,16 +167,13 @@ func TestStaleReportWithdrawn(t *testing.T) {
 	now := time.Unix(2e9, 0)
 	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: 5 * time.Minute}
 	col := collector.New()
-	e := &Exporter{Conf: conf, Collector: col, StaleAfter: 15 * time.Minute, Log: zerolog.Nop(),
-		Report:   func(context.Context) (*shares.Table, error) { return nil, errors.New("not called") },
-		now:      func() time.Time { return now },
-		clusters: map[string]*clusterState{"c": {last: inputs(tree, fairshare.AlgorithmFairTree)}},
-		sources:  map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}},
-		stages:   map[string]result.Stage{},
-	}
+	tracker := NewTracker(TrackerConfig{Read: func(context.Context) (*shares.Table, error) { return nil, errors.New("not called") }})
+	e := testLoop(conf, col, &now, Schedule{StaleAfter: 15 * time.Minute}, WithTracker(tracker))
+	e.served["c"] = &served{last: inputs(tree, fairshare.AlgorithmFairTree)}
+	e.sources = map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}}
 	at := now.Add(-10 * time.Minute)
-	e.report = &reportState{out: SshareOf(tree, tree.FairTree()), at: at}
-	e.clusters["c"].reportDB, e.clusters["c"].reportFor = tree, at
+	e.report = &Reading{Out: SshareOf(tree, tree.FairTree()), At: at}
+	e.served["c"].reportDB, e.served["c"].reportFor = tree, at
 	e.publish()
 	cl := col.Current().Clusters[0]
 	if len(cl.Drift) == 0 || math.IsNaN(cl.Assocs[1].ReportedUsage) || !col.Current().Sources["reported"].Up {

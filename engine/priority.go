@@ -37,18 +37,18 @@ type Priorities struct {
 // factors: the cluster's TRES, QOS and association priorities, and
 // slurm.conf's partitions. sprio leaves out jobs not yet eligible and held
 // ones (priority 0); so does this.
-func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inputs) (*Priorities, []slurmdbd.PendingJob, error) {
+func (e *Engine) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inputs) (*Priorities, []slurmdbd.PendingJob, error) {
 	at := in.Computed
 	rows, err := c.PendingJobs(ctx, at)
 	if err != nil {
 		return nil, nil, err
 	}
-	if in.Name != e.Conf.ClusterName || e.Conf.PriorityType != "priority/multifactor" {
+	if in.Name != e.conf.ClusterName || e.conf.PriorityType != "priority/multifactor" {
 		// the weights in slurm.conf are its cluster's, and only
 		// priority/multifactor weighs factors
 		return nil, rows, nil
 	}
-	p := &Priorities{Config: e.Conf.Priority()}
+	p := &Priorities{Config: e.conf.Priority()}
 	tres, _, err := c.ClusterTRES(ctx, at)
 	if err != nil {
 		return nil, nil, err
@@ -64,10 +64,10 @@ func (e *Exporter) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inpu
 	}
 	parts := map[string]slurmconf.Partition{}
 	partTRES := map[string]map[string]float64{} // nil: unknown
-	for _, pt := range e.Conf.Partitions {
+	for _, pt := range e.conf.Partitions {
 		parts[pt.Name] = pt
 		p.Cluster.MaxPartition = max(p.Cluster.MaxPartition, float64(pt.PriorityJobFactor))
-		if e.Conf.AllNodes(pt) {
+		if e.conf.AllNodes(pt) {
 			partTRES[pt.Name] = clusterTRES
 		}
 	}

@@ -16,11 +16,11 @@ import (
 
 // statePath is where a cluster's frozen usage is kept under StoragePath
 // ("" when not kept, or when the name is not a plain file name).
-func (e *Exporter) statePath(cluster string) string {
-	if e.StoragePath == "" || !filepath.IsLocal(cluster) || filepath.Base(cluster) != cluster {
+func (e *Engine) statePath(cluster string) string {
+	if e.o.storagePath == "" || !filepath.IsLocal(cluster) || filepath.Base(cluster) != cluster {
 		return ""
 	}
-	return filepath.Join(e.StoragePath, cluster+".usage")
+	return filepath.Join(e.o.storagePath, cluster+".usage")
 }
 
 // restore gives a cluster's refresher the frozen usage saved by an
@@ -29,7 +29,7 @@ func (e *Exporter) statePath(cluster string) string {
 // left for the next save to replace: the cold load happens as without it.
 // It runs when the cluster is first seen, before any save of it: the
 // temporary files of saves killed before their rename are removed then.
-func (e *Exporter) restore(cluster string, cs *clusterState) {
+func (e *Engine) restore(cluster string, cs *clusterState) {
 	path := e.statePath(cluster)
 	if path == "" {
 		return
@@ -37,26 +37,26 @@ func (e *Exporter) restore(cluster string, cs *clusterState) {
 	e.removeTemps(cluster, path)
 	b, _, err := regular.Read(path, slurmdbd.MaxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		e.Log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("no saved usage: reading the whole history")
+		e.o.log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("no saved usage: reading the whole history")
 		return
 	}
 	if err == nil {
 		err = cs.ref.RestoreState(bytes.NewReader(b), cluster)
 	}
 	if err != nil {
-		e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage not used: reading the whole history")
+		e.o.log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage not used: reading the whole history")
 		return
 	}
-	e.Log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage restored: the first refresh checks it against the database")
+	e.o.log.Info().Str("slurm_cluster", cluster).Str("file", path).Msg("saved usage restored: the first refresh checks it against the database")
 }
 
 // removeTemps removes the temporary files writeAtomic left for path:
 // regular files <cluster>.usage.<digits>.tmp (os.CreateTemp's random part
 // is decimal).
-func (e *Exporter) removeTemps(cluster, path string) {
+func (e *Engine) removeTemps(cluster, path string) {
 	entries, err := os.ReadDir(filepath.Dir(path))
 	if err != nil {
-		e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Msg("looking for temporary files of interrupted saves (--storage.path)")
+		e.o.log.Warn().Err(err).Str("slurm_cluster", cluster).Msg("looking for temporary files of interrupted saves (--storage.path)")
 		return
 	}
 	prefix := filepath.Base(path) + "."
@@ -68,10 +68,10 @@ func (e *Exporter) removeTemps(cluster, path string) {
 		}
 		name := filepath.Join(filepath.Dir(path), d.Name())
 		if err := os.Remove(name); err != nil {
-			e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", name).Msg("removing the temporary file of an interrupted save")
+			e.o.log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", name).Msg("removing the temporary file of an interrupted save")
 			continue
 		}
-		e.Log.Info().Str("slurm_cluster", cluster).Str("file", name).Msg("removed the temporary file of an interrupted save")
+		e.o.log.Info().Str("slurm_cluster", cluster).Str("file", name).Msg("removed the temporary file of an interrupted save")
 	}
 }
 
@@ -80,13 +80,13 @@ func (e *Exporter) removeTemps(cluster, path string) {
 // file, then renamed over the last, so that a crash leaves one or the
 // other whole. It also says why the first refresh did not use a restored
 // state, if it did not: the save replaces that state.
-func (e *Exporter) save(cluster string, cs *clusterState) {
+func (e *Engine) save(cluster string, cs *clusterState) {
 	path := e.statePath(cluster)
 	if path == "" {
 		return
 	}
 	if why := cs.ref.RestoreMismatch(); why != "" {
-		e.Log.Warn().Str("slurm_cluster", cluster).Str("file", path).Str("mismatch", why).Msg("saved usage did not hold: read the whole history, the file is replaced")
+		e.o.log.Warn().Str("slurm_cluster", cluster).Str("file", path).Str("mismatch", why).Msg("saved usage did not hold: read the whole history, the file is replaced")
 	}
 	if cs.ref.Freezes == cs.savedFreezes {
 		return
@@ -94,7 +94,7 @@ func (e *Exporter) save(cluster string, cs *clusterState) {
 	// no context here: SaveState's queries are bounded by --db.timeout
 	err := writeAtomic(path, func(w *bufio.Writer) error { return cs.ref.SaveState(context.Background(), w) })
 	if err != nil {
-		e.Log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", path).Msg("saving usage for the next start (--storage.path)")
+		e.o.log.Warn().Err(err).Str("slurm_cluster", cluster).Str("file", path).Msg("saving usage for the next start (--storage.path)")
 		return
 	}
 	cs.savedFreezes = cs.ref.Freezes

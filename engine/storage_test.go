@@ -22,8 +22,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
-
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestStorageChecked: a state file (--storage.path) is used only when it
@@ -147,39 +145,41 @@ func storageDB(t *testing.T, srv *mariadbtest.Server, db, change string) string 
 
 // storageExporter is an exporter of cluster v2411 keeping its state in dir
 // ("": none), and its log.
-func storageExporter(t *testing.T, dsn, dir string) (*Exporter, *bytes.Buffer) {
+func storageExporter(t *testing.T, dsn, dir string) (*Engine, *bytes.Buffer) {
 	t.Helper()
 	conf, err := slurmconf.Load(fstest.MapFS{"slurm.conf": {Data: []byte("ClusterName=v2411\nPriorityType=priority/multifactor\nPriorityDecayHalfLife=7-0\nPriorityCalcPeriod=1\n")}}, "slurm.conf")
 	must(t, err)
 	logs := &bytes.Buffer{}
-	e := &Exporter{DSN: dsn, Conf: conf, StoragePath: dir, Log: zerolog.New(logs), now: time.Now,
-		clusters: map[string]*clusterState{}, clusterUp: map[string]bool{}, sources: map[string]result.Source{}, stages: map[string]result.Stage{}}
-	t.Cleanup(e.closeDB)
+	e := New(conf, dsn, WithStorage(dir), WithLogger(zerolog.New(logs)))
+	t.Cleanup(e.Close)
 	return e, logs
 }
 
 // usageAt is each association's usage after a refresh of e at one moment
 // (after the capture's last rollup), which must end within 10 s: nothing
 // in the storage directory may hang it.
-func usageAt(t *testing.T, e *Exporter) map[string]float64 {
+func usageAt(t *testing.T, e *Engine) map[string]float64 {
 	t.Helper()
-	done := make(chan struct{})
+	done := make(chan *Inputs, 1)
 	go func() {
-		e.refreshAll(context.Background(), time.Unix(1795320600, 0))
-		close(done)
+		in, err := e.Refresh(context.Background(), "v2411", time.Unix(1795320600, 0))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- in
 	}()
+	var in *Inputs
 	select {
-	case <-done:
+	case in = <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("refresh not done within 10 s")
 	}
-	cs := e.clusters["v2411"]
-	if cs == nil || cs.last == nil {
+	if in == nil {
 		t.Fatal("refresh failed")
 	}
 	m := map[string]float64{}
-	for i := range cs.last.Tree.Len() {
-		a := cs.last.Tree.Association(i)
+	for i := range in.Tree.Len() {
+		a := in.Tree.Association(i)
 		m[a.Account+"/"+a.User+"/"+a.Partition] = a.RawUsage
 	}
 	return m

@@ -4,6 +4,8 @@
 package result
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -89,7 +91,8 @@ type Drift struct {
 	Beyond     int
 }
 
-// Phase is what is known of the moment of slurmctld's decay passes.
+// Phase is what is known of the moment of slurmctld's decay passes: the
+// one description serve publishes, check prints and explain shows.
 type Phase struct {
 	// Source is PhaseStateFile, PhaseInferred or PhaseUnknown.
 	Source string
@@ -100,6 +103,37 @@ type Phase struct {
 	// Last is slurmctld's last pass before the compared report, as far
 	// as known (zero when the phase is unknown).
 	Last time.Time
+}
+
+// phaseJSON is Phase as check and explain print it.
+type phaseJSON struct {
+	Source      string  `json:"source"`
+	Uncertainty float64 `json:"uncertainty_seconds"`
+}
+
+func (p Phase) MarshalJSON() ([]byte, error) {
+	return json.Marshal(phaseJSON{p.Source, p.Uncertainty.Seconds()})
+}
+
+func (p *Phase) UnmarshalJSON(b []byte) error {
+	var j phaseJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = Phase{Source: j.Source, Uncertainty: time.Duration(j.Uncertainty * float64(time.Second))}
+	return nil
+}
+
+// Describe says where the values come from in words, for tables.
+func (p Phase) Describe() string {
+	u := p.Uncertainty.Seconds()
+	switch p.Source {
+	case PhaseStateFile:
+		return fmt.Sprintf("over slurmctld's last decay pass, read from its state (±%gs)", u)
+	case PhaseInferred:
+		return fmt.Sprintf("over the moments slurmctld's last decay pass may have fallen at, inferred from its reports (±%gs)", u)
+	}
+	return fmt.Sprintf("over every moment slurmctld's last decay pass may have fallen at (its phase unknown: the last %gs)", u)
 }
 
 // Where the phase of the decay passes comes from.

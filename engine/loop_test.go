@@ -26,18 +26,13 @@ func TestReadyAfterPublish(t *testing.T) {
 	tree := fairshare.Synthetic(20, 3, 1)
 	now := time.Unix(2e9, 0)
 	col := collector.New()
-	e := &Exporter{Conf: &slurmconf.Config{ClusterName: "c"}, Collector: col, Log: zerolog.Nop(),
-		now:      func() time.Time { return now },
-		clusters: map[string]*clusterState{},
-		sources:  map[string]result.Source{"db": {}},
-		stages:   map[string]result.Stage{},
-	}
+	e := testLoop(&slurmconf.Config{ClusterName: "c"}, col, &now, Schedule{})
 	e.publish()
 	if e.Ready() {
 		t.Fatal("ready with the database down and nothing published")
 	}
 	// what a good refresh leaves, before its publish
-	e.clusters["c"] = &clusterState{last: inputs(tree, fairshare.AlgorithmFairTree)}
+	e.served["c"] = &served{last: inputs(tree, fairshare.AlgorithmFairTree)}
 	e.source("db", true, now)
 	if e.Ready() {
 		t.Fatal("ready before the refresh's computation was published")
@@ -53,7 +48,7 @@ func TestReadyAfterPublish(t *testing.T) {
 // again.
 func TestWarnChanged(t *testing.T) {
 	var logs bytes.Buffer
-	e := &Exporter{Log: zerolog.New(&logs)}
+	e := New(&slurmconf.Config{}, "", WithLogger(zerolog.New(&logs)))
 	for _, round := range [][]string{{"bad row 1", "bad row 2"}, {"bad row 1", "bad row 2"}, {"bad row 2"}, {"bad row 1", "bad row 2"}} {
 		e.warnChanged("c", round)
 	}
@@ -69,19 +64,19 @@ func TestWarnChanged(t *testing.T) {
 func TestReportBeforeSettingsChange(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: time.Minute}
-	e := &Exporter{Conf: conf, StaleAfter: time.Hour, now: func() time.Time { return now }, stages: map[string]result.Stage{}}
-	e.report = &reportState{at: now.Add(-time.Minute)}
+	changed := *conf
+	changed.PriorityFlagNames = []string{"NO_FAIR_TREE"}
+	reload := WithReload(func() (*slurmconf.Config, error) { return &changed, nil })
+	e := testLoop(conf, nil, &now, Schedule{StaleAfter: time.Hour}, reload)
+	e.report = &Reading{At: now.Add(-time.Minute)}
 	if e.freshReport() == nil {
 		t.Fatal("a report of a minute ago, settings unchanged: not compared")
 	}
-	changed := *conf
-	changed.PriorityFlagNames = []string{"NO_FAIR_TREE"}
-	e.LoadConf = func() (*slurmconf.Config, error) { return &changed, nil }
-	e.reloadConf()
+	e.refreshAll(context.Background(), now) // reads slurm.conf; the database is not there
 	if e.freshReport() != nil {
 		t.Error("a report read before the settings changed is compared with them")
 	}
-	e.report = &reportState{at: now.Add(time.Second)}
+	e.report = &Reading{At: now.Add(time.Second)}
 	if e.freshReport() == nil {
 		t.Error("a report read after the settings changed is not compared")
 	}
@@ -101,8 +96,7 @@ func TestSettlingAfterRestart(t *testing.T) {
 		}
 		return &o
 	}
-	e := &Exporter{}
-	e.phase.setPeriod(time.Minute)
+	e := NewTracker(TrackerConfig{Period: time.Minute, Confirm: 1})
 	now := time.Unix(1_800_000_000, 0)
 	boot := now.Add(-time.Hour)
 	steps := []struct {
@@ -118,14 +112,15 @@ func TestSettlingAfterRestart(t *testing.T) {
 	}
 	for i, s := range steps {
 		at := now.Add(time.Duration(i) * 40 * time.Second)
-		pass, settling := e.observe(at, at.Add(time.Second), s.boot, s.out)
-		if pass != s.pass || settling != s.settle {
-			t.Errorf("read %d: pass %v settling %v, want %v %v", i, pass, settling, s.pass, s.settle)
+		r := &Reading{Start: at, End: at.Add(time.Second), Boot: s.boot, Out: s.out}
+		e.observe(r)
+		if r.Pass != s.pass || r.Settling != s.settle {
+			t.Errorf("read %d: pass %v settling %v, want %v %v", i, r.Pass, r.Settling, s.pass, s.settle)
 		}
 	}
-	fresh := &Exporter{}
-	fresh.phase.setPeriod(time.Minute)
-	if _, settling := fresh.observe(now, now.Add(time.Second), now.Add(-90*time.Second), base); !settling {
+	fresh := NewTracker(TrackerConfig{Period: time.Minute, Confirm: 1})
+	r := &Reading{Start: now, End: now.Add(time.Second), Boot: now.Add(-90 * time.Second), Out: base}
+	if fresh.observe(r); !r.Settling {
 		t.Error("first read 90 s after slurmctld started: not settling")
 	}
 
@@ -152,24 +147,24 @@ func TestSettlingAfterRestart(t *testing.T) {
 // the recovery metric and lets the next one start; a failed one keeps
 // the last, with its moment, and counts an error.
 func TestRecovered(t *testing.T) {
-	e := &Exporter{Log: zerolog.Nop(), stages: map[string]result.Stage{}, clusters: map[string]*clusterState{}}
-	first := &result.Recovery{Computed: time.Unix(1_800_000_000, 0)}
-	cs := &clusterState{recovering: true}
-	e.clusters["c"] = cs
+	now := time.Unix(1_800_000_000, 0)
+	e := testLoop(&slurmconf.Config{}, nil, &now, Schedule{RecoveryInterval: time.Hour, ForecastWindow: time.Hour})
+	first := &result.Recovery{Computed: now}
+	cs := &served{recovering: true}
+	e.served["c"] = cs
 	e.recovered(recoveryResult{name: "c", r: first, took: time.Second})
 	if cs.recovery != first || cs.recovering {
 		t.Fatalf("after a good computation: recovery %v, recovering %v", cs.recovery, cs.recovering)
 	}
 	cs.recovering = true
 	e.recovered(recoveryResult{name: "c", err: context.DeadlineExceeded})
-	if cs.recovery != first || cs.recovering || e.stages[StageForecast].Errors != 1 {
-		t.Fatalf("after a failed computation: recovery %v (want the last), recovering %v, errors %d", cs.recovery, cs.recovering, e.stages[StageForecast].Errors)
+	if cs.recovery != first || cs.recovering || e.e.stages[StageForecast].Errors != 1 {
+		t.Fatalf("after a failed computation: recovery %v (want the last), recovering %v, errors %d", cs.recovery, cs.recovering, e.e.stages[StageForecast].Errors)
 	}
 	// one under way: the next refresh does not start another
 	cs.recovering = true
-	e.RecoveryInterval, e.ForecastWindow = time.Hour, time.Hour
 	e.recover(context.Background(), cs, &Inputs{Name: "c", Computed: time.Unix(1_900_000_000, 0)})
-	if e.stages[StageForecast].Errors != 1 {
+	if e.e.stages[StageForecast].Errors != 1 {
 		t.Fatal("a computation started while one was under way")
 	}
 }
@@ -179,7 +174,7 @@ func TestRecovered(t *testing.T) {
 // less often when it costs more (11k associations under Fair Tree with
 // many job ends: 0.72 s against 8.75 ms refreshes, docs/performance.md).
 func TestRecoveryEvery(t *testing.T) {
-	e := &Exporter{Interval: time.Minute, RecoveryInterval: 4 * time.Hour}
+	e := NewLoop(New(&slurmconf.Config{}, ""), nil, Schedule{Interval: time.Minute, RecoveryInterval: 4 * time.Hour})
 	for _, c := range []struct {
 		refresh, recovery time.Duration
 		want              time.Duration
@@ -188,7 +183,7 @@ func TestRecoveryEvery(t *testing.T) {
 		{8750 * time.Microsecond, 130 * time.Millisecond, 4 * time.Hour}, // 74 refreshes' worth of budget: under 240
 		{8750 * time.Microsecond, 720 * time.Millisecond, 24686 * time.Second},
 	} {
-		cs := &clusterState{refreshTook: c.refresh, recoveryTook: c.recovery}
+		cs := &served{refreshTook: c.refresh, recoveryTook: c.recovery}
 		got := e.recoveryEvery(cs)
 		if d := got - c.want; d < -time.Second || d > time.Second {
 			t.Errorf("refresh %v, recovery %v: every %v, want %v", c.refresh, c.recovery, got, c.want)
@@ -201,4 +196,11 @@ func TestRecoveryEvery(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testLoop is a loop over an engine of conf whose clock reads *now.
+func testLoop(conf *slurmconf.Config, pub Publisher, now *time.Time, s Schedule, opts ...Option) *Loop {
+	e := New(conf, "", opts...)
+	e.now = func() time.Time { return *now }
+	return NewLoop(e, pub, s)
 }

@@ -1,0 +1,528 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+)
+
+// Stages of a refresh, as the stage label of the exporter's metrics.
+const (
+	StageConfig   = "config"   // reading slurm.conf
+	StageConnect  = "connect"  // opening the database
+	StageDB       = "db"       // reading associations and rebuilding usage
+	StageExtras   = "extras"   // pending jobs and Maui windows
+	StageReported = "reported" // sshare or slurmrestd
+	StageBuild    = "build"    // algorithms and drift
+	StagePublish  = "publish"  // rendering the exposition
+	StageForecast = "forecast" // the recovery metric's inputs and forecast
+)
+
+// Engine computes clusters' fairshare inputs from the slurmdbd database:
+// the one pipeline behind serve, check and explain. It keeps each
+// cluster's incremental state (frozen usage sums, saved usage, Maui
+// windows) from one Refresh to the next, so that serve's Loop refreshes in
+// milliseconds what check computes once from nothing.
+type Engine struct {
+	dsn  string
+	conf *slurmconf.Config
+	o    options
+	now  func() time.Time
+	db   *slurmdbd.DB
+	// boot is slurmctld's, as last learned (zero: unknown)
+	boot     time.Time
+	clusters map[string]*clusterState
+	stages   map[string]result.Stage
+	// warned: each cluster's data problems at its last refresh
+	warned map[string]map[string]bool
+}
+
+type options struct {
+	log          zerolog.Logger
+	queryTimeout time.Duration
+	names        []string
+	loadConf     func() (*slurmconf.Config, error)
+	stateDir     string
+	tolerance    drift.Tolerance
+	maui         fairshare.MauiConfig
+	mauiInterval time.Duration
+	whatIf       bool
+	allTRES      bool
+	storagePath  string
+	bootTime     func(context.Context) (time.Time, error)
+	tracker      *Tracker
+}
+
+// Option configures an Engine.
+type Option func(*options)
+
+// WithLogger logs data problems and source failures to l.
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithQueryTimeout bounds connecting and each query (default
+// slurmdbd.DefaultTimeout).
+func WithQueryTimeout(d time.Duration) Option { return func(o *options) { o.queryTimeout = d } }
+
+// WithClusters limits Clusters to these (default: every cluster in
+// cluster_table).
+func WithClusters(names ...string) Option { return func(o *options) { o.names = names } }
+
+// WithReload reads slurm.conf again at every ReloadConf (it changes with
+// scontrol reconfigure); a failure keeps the settings last read.
+func WithReload(load func() (*slurmconf.Config, error)) Option {
+	return func(o *options) { o.loadConf = load }
+}
+
+// WithStateDir is slurmctld's StateSaveLocation, whose
+// priority_last_decay_ran gives the local cluster's pass phase.
+func WithStateDir(dir string) Option { return func(o *options) { o.stateDir = dir } }
+
+// WithTolerance is the drift allowed beyond what the inputs explain.
+func WithTolerance(t drift.Tolerance) Option { return func(o *options) { o.tolerance = t } }
+
+// WithMaui configures the Maui what-if view (interval 0: off).
+func WithMaui(c fairshare.MauiConfig, interval time.Duration) Option {
+	return func(o *options) { o.maui, o.mauiInterval = c, interval }
+}
+
+// WithWhatIf computes the what-if views (ticket-based, Maui), which only
+// --collector.extended exports and explain shows.
+func WithWhatIf() Option { return func(o *options) { o.whatIf = true } }
+
+// WithAllTRES reads every TRES's usage, which only --collector.extended
+// exports (default: billing alone, slurmdbd.Cluster.AllTRES).
+func WithAllTRES() Option { return func(o *options) { o.allTRES = true } }
+
+// WithStorage keeps each cluster's frozen usage in dir across restarts.
+func WithStorage(dir string) Option { return func(o *options) { o.storagePath = dir } }
+
+// WithBootTime asks slurmctld when it started, at each Refresh of the
+// local cluster: its order of tied Fair Tree siblings follows from it. A
+// Tracker that reads the reports learns it from its reads instead.
+func WithBootTime(f func(context.Context) (time.Time, error)) Option {
+	return func(o *options) { o.bootTime = f }
+}
+
+// WithTracker gives the engine the reads of what slurmctld reports: the
+// pass phase they infer when the state file is unreadable, slurmctld's
+// boot, and (for Loop) the reports themselves.
+func WithTracker(t *Tracker) Option { return func(o *options) { o.tracker = t } }
+
+// New is an engine reading the database at dsn under conf's settings.
+func New(conf *slurmconf.Config, dsn string, opts ...Option) *Engine {
+	e := &Engine{dsn: dsn, conf: conf, o: options{log: zerolog.Nop()}, now: time.Now,
+		clusters: map[string]*clusterState{}, stages: map[string]result.Stage{}, warned: map[string]map[string]bool{}}
+	for _, opt := range opts {
+		opt(&e.o)
+	}
+	return e
+}
+
+// clusterState is what the engine keeps of a cluster between refreshes.
+type clusterState struct {
+	ref slurmdbd.Refresher
+	// atReport rebuilds usage at the moments of the reports, with a
+	// Refresher of its own: each moves forward in time.
+	atReport slurmdbd.Refresher
+	// mauiRollup is the hourly rollup the Maui windows were read at.
+	mauiRollup int64
+	maui       []float64
+	// savedFreezes is ref.Freezes when it was last saved.
+	savedFreezes int
+}
+
+// Conf is the priority settings last read.
+func (e *Engine) Conf() *slurmconf.Config { return e.conf }
+
+// Close closes the database; a later Refresh opens it again.
+func (e *Engine) Close() {
+	if e.db != nil {
+		e.db.Close()
+		e.db = nil
+	}
+}
+
+// Refresh computes one cluster at at: the database's tree and usage with
+// the pending jobs and what-if inputs, from what the engine kept of the
+// cluster (nothing, the first time). On failure the kept state is as it
+// was.
+func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Inputs, error) {
+	cs := e.clusters[name]
+	if cs == nil {
+		cs = &clusterState{}
+		e.clusters[name] = cs
+		e.restore(name, cs)
+	}
+	if e.o.bootTime != nil && name == e.conf.ClusterName {
+		boot, err := e.o.bootTime(ctx)
+		if err != nil {
+			e.o.log.Warn().Err(err).Msg("slurmctld boot time unknown: tied Fair Tree siblings may rank in another order")
+		}
+		e.boot = boot
+	}
+	t0 := e.now()
+	in, err := e.read(ctx, name, &cs.ref, at)
+	e.stage(StageDB, e.now().Sub(t0), err)
+	if err != nil {
+		var conn interface{ Timeout() bool }
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &conn) {
+			// a connection may be wedged (held lock); start afresh
+			e.Close()
+		}
+		return nil, err
+	}
+	e.save(name, cs)
+	t1 := e.now()
+	err = e.extras(ctx, cs, in)
+	e.stage(StageExtras, e.now().Sub(t1), err)
+	if err != nil {
+		e.o.log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
+	}
+	return in, nil
+}
+
+// refreshAtReport rebuilds the local cluster's tree at a report's moment,
+// from the last refresh's state: usage moves at every decay pass.
+func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*Inputs, error) {
+	cs := e.clusters[e.conf.ClusterName]
+	if cs == nil || e.db == nil {
+		return nil, nil
+	}
+	t0 := e.now()
+	cs.atReport.Seed(&cs.ref)
+	in, err := e.read(ctx, e.conf.ClusterName, &cs.atReport, at)
+	e.stage(StageDB, e.now().Sub(t0), err)
+	return in, err
+}
+
+func (e *Engine) stage(name string, took time.Duration, err error) {
+	st := e.stages[name]
+	st.Duration = took
+	if err != nil {
+		st.Errors++
+	}
+	e.stages[name] = st
+}
+
+// ReloadConf reads slurm.conf again (WithReload), keeping the settings
+// last read when it fails, and reports whether the priority settings
+// changed.
+func (e *Engine) ReloadConf() (changed bool) {
+	if e.o.loadConf == nil {
+		return false
+	}
+	t0 := e.now()
+	conf, err := e.o.loadConf()
+	e.stage(StageConfig, e.now().Sub(t0), err)
+	if err != nil {
+		e.o.log.Error().Err(err).Msg("slurm.conf: keeping the settings last read")
+		return false
+	}
+	changed = settings(conf) != settings(e.conf)
+	e.conf = conf
+	return changed
+}
+
+// open opens the database unless it is open.
+func (e *Engine) open(ctx context.Context) error {
+	if e.db != nil {
+		return nil
+	}
+	db, err := slurmdbd.Open(ctx, e.dsn, e.o.queryTimeout)
+	if err != nil {
+		return err
+	}
+	e.db = db
+	return nil
+}
+
+// Clusters are the clusters to read: WithClusters', or every one in
+// cluster_table.
+func (e *Engine) Clusters(ctx context.Context) ([]string, error) {
+	if err := e.open(ctx); err != nil || len(e.o.names) > 0 {
+		return e.o.names, err
+	}
+	return e.db.Clusters(ctx)
+}
+
+// phase is what is known of the local cluster's pass phase at at: the
+// state file's, else the tracker's inference, else unknown (err says
+// why the state file was not read).
+func (e *Engine) phase(conf *slurmconf.Config, local bool, at time.Time) (fairshare.Passes, time.Time, result.Phase, error) {
+	stateDir := ""
+	if local {
+		stateDir = e.o.stateDir // the phase of other clusters' passes is unknown
+	}
+	passes, since, err := Decay(conf, stateDir)
+	phase := result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second} // last_decay_ran is whole seconds
+	if err != nil {
+		phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: conf.PriorityCalcPeriod}
+		if pass, u, ok := e.o.tracker.pass(local, at); ok {
+			// passes fall on whole seconds (an absolute deadline of
+			// whole seconds); a phase that moves by less would make the
+			// rebuild read everything again
+			passes.Phase = math.Round(float64(pass.UnixNano()) / 1e9)
+			phase = result.Phase{Source: result.PhaseInferred, Uncertainty: u + time.Second}
+			err = nil
+		} else if stateDir == "" {
+			err = nil // not asked for: nothing to warn of
+		}
+	}
+	if phase.Source != result.PhaseUnknown && passes.Period > 0 {
+		phase.Last = time.Unix(int64(passes.LastPass(float64(at.UnixNano())/1e9)), 0)
+	}
+	return passes, since, phase, err
+}
+
+func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher, at time.Time) (*Inputs, error) {
+	if err := e.open(ctx); err != nil {
+		return nil, err
+	}
+	c, err := e.db.Cluster(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.AllTRES = e.o.allTRES
+	conf := e.conf
+	local := name == conf.ClusterName
+	var problems []string
+	passes, since, phase, err := e.phase(conf, local, at)
+	if err != nil {
+		problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
+	}
+	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
+	if local {
+		ref.Boot = e.boot
+	}
+	snap, err := ref.Refresh(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range snap.Problems {
+		problems = append(problems, p.Error())
+	}
+	tree, err := fairshare.NewTree(snap.Tree.Assocs)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	in := &Inputs{
+		Name:          name,
+		Settings:      settings(conf),
+		Tree:          tree,
+		TieOrderKnown: local && !e.boot.IsZero(),
+		Boot:          ref.Boot,
+		Passes:        passes,
+		Phase:         phase,
+		TRES:          map[string][]float64{},
+		Maui:          e.o.maui,
+		Computed:      at,
+		Tolerance:     e.o.tolerance,
+		cluster:       c,
+	}
+	problems = append(problems, in.setTRES(snap)...)
+	e.warnChanged(name, problems)
+	in.Uncharged, in.Running, in.TailRisk = snap.Uncharged, snap.Running, snap.TailRisk
+	if snap.LastRan.OK {
+		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
+	}
+	ids := make([]uint32, len(snap.Tree.Row))
+	for i, r := range snap.Tree.Row {
+		ids[i] = snap.Rows[r].ID
+	}
+	in.assocIDs, in.tresNames, in.qos = ids, snap.TRESNames, snap.QOS
+	if conf.PriorityWeightAssoc > 0 {
+		rowPrio := slurmdbd.InheritedPriority(snap.Rows)
+		in.assocPriority = make([]uint32, len(ids))
+		for i, r := range snap.Tree.Row {
+			in.assocPriority[i] = rowPrio[r]
+		}
+	}
+	return in, nil
+}
+
+// setTRES keeps the decayed usage of each TRES but billing (the usage
+// itself), by name, and returns the problems it met.
+func (in *Inputs) setTRES(snap *slurmdbd.Snapshot) (problems []string) {
+	for id, v := range snap.TRES {
+		if id == slurmdbd.TRESBilling {
+			continue
+		}
+		n := snap.TRESNames[id]
+		if n == "" {
+			n = fmt.Sprintf("tres_%d", id)
+			problems = append(problems, fmt.Sprintf("usage rows of id_tres=%d, which tres_table does not list: exported as tres=%q", id, n))
+		}
+		in.TRES[n] = v
+	}
+	return problems
+}
+
+// warnChanged logs each of a cluster's data problems when it first
+// appears: a bad row stays bad at every refresh, and logging it every
+// minute buried everything else.
+func (e *Engine) warnChanged(cluster string, problems []string) {
+	seen := make(map[string]bool, len(problems))
+	for _, p := range problems {
+		if !e.warned[cluster][p] {
+			e.o.log.Warn().Str("slurm_cluster", cluster).Msg(p)
+		}
+		seen[p] = true
+	}
+	if len(problems) > 0 {
+		e.o.log.Debug().Str("slurm_cluster", cluster).Int("problems", len(problems)).Msg("data problems left out of this refresh (each warned once)")
+	}
+	e.warned[cluster] = seen
+}
+
+// extras reads what the per-association factors do not need: pending jobs
+// for their priorities and the ticket-based active set, usage windows for
+// Maui (again only after a new hourly rollup).
+func (e *Engine) extras(ctx context.Context, cs *clusterState, in *Inputs) error {
+	prio, rows, err := e.pendingJobs(ctx, in.cluster, in)
+	if err != nil {
+		return err
+	}
+	in.Priorities = prio
+	if !e.o.whatIf {
+		return nil
+	}
+	pending := map[uint32]bool{}
+	for _, r := range rows {
+		pending[r.Assoc] = true
+	}
+	in.Pending = make([]bool, len(in.assocIDs))
+	for i, id := range in.assocIDs {
+		in.Pending[i] = pending[id]
+	}
+	if e.o.mauiInterval <= 0 {
+		return nil
+	}
+	rollup := in.LastRollup.Unix()
+	if cs.maui == nil || cs.mauiRollup != rollup || len(cs.maui) != len(in.assocIDs) {
+		windows, err := in.cluster.WindowUsage(ctx, in.Computed, e.o.mauiInterval, e.o.maui.Depth)
+		if err != nil {
+			return err
+		}
+		cs.maui, cs.mauiRollup = mauiUsage(in.Tree, in.assocIDs, windows, e.o.maui), rollup
+	}
+	in.MauiUsage = cs.maui
+	return nil
+}
+
+// ForecastInputs reads what the recovery forecast assumes of the future:
+// the jobs running at in.Computed, each until its time limit, and every
+// association's own usage rate over the last window of rolled-up hours
+// (the hours after the last rollup are not in the tables yet). Jobs and
+// usage of associations outside the tree (removed users) are left out.
+func (e *Engine) ForecastInputs(ctx context.Context, in *Inputs, window time.Duration) error {
+	index := make(map[uint32]int, len(in.assocIDs))
+	for i, id := range in.assocIDs {
+		index[id] = i
+	}
+	jobs, problems, err := in.cluster.RunningJobs(ctx, in.Computed)
+	if err != nil {
+		return err
+	}
+	if len(problems) > 0 {
+		e.o.log.Warn().Err(problems[0]).Int("jobs", len(problems)).Msg("running jobs left out of the forecast")
+	}
+	in.ForecastJobs = nil
+	for _, j := range jobs {
+		i, ok := index[j.Assoc]
+		if !ok {
+			continue
+		}
+		end := math.Inf(1)
+		if j.LimitEnd > 0 {
+			end = float64(j.LimitEnd)
+		}
+		in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: j.Billing, Start: float64(j.Start), End: end})
+	}
+	in.ForecastRate = make([]float64, len(in.assocIDs))
+	in.ForecastWindow = window
+	if in.LastRollup.IsZero() {
+		return nil
+	}
+	used, err := in.cluster.BillingUsage(ctx, in.LastRollup.Add(-window), in.LastRollup)
+	if err != nil {
+		return err
+	}
+	for id, v := range used {
+		if i, ok := index[id]; ok {
+			in.ForecastRate[i] += v / window.Seconds()
+		}
+	}
+	return nil
+}
+
+// mauiUsage is each association's share of the cluster's windowed usage:
+// a user's own, an account's summed over its subtree.
+func mauiUsage(t *fairshare.Tree, ids []uint32, windows map[uint32][]float64, c fairshare.MauiConfig) []float64 {
+	n := t.Len()
+	used := make([][]float64, n)
+	for i := n - 1; i >= 0; i-- {
+		if used[i] == nil {
+			used[i] = make([]float64, c.Depth)
+		}
+		for k, v := range windows[ids[i]] {
+			used[i][k] += v
+		}
+		if p := t.Association(i).Parent; p >= 0 {
+			if used[p] == nil {
+				used[p] = make([]float64, c.Depth)
+			}
+			for k, v := range used[i] {
+				used[p][k] += v
+			}
+		}
+	}
+	total := used[t.Root()]
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = fairshare.MauiUsage(used[i], total, c)
+	}
+	return out
+}
+
+// Decay is how slurmctld decays usage under conf: the passes, with their
+// phase read from stateDir's priority_last_decay_ran, and the last usage
+// reset when PriorityUsageResetPeriod sets one. Without a readable state
+// file the phase is 0 (unknown) and err says why.
+func Decay(conf *slurmconf.Config, stateDir string) (passes fairshare.Passes, since time.Time, err error) {
+	passes = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits(), LockWait: conf.LockHold().Seconds()}
+	ran, reset, err := slurmstate.LastDecayRan(stateDir)
+	if err != nil {
+		return passes, since, err
+	}
+	passes.Phase = float64(ran.Unix())
+	if conf.PriorityUsageResetPeriod != "NONE" {
+		since = reset
+	}
+	return passes, since, nil
+}
+
+func settings(conf *slurmconf.Config) Settings {
+	return Settings{
+		Algorithm: conf.Algorithm(),
+		Dampening: float64(conf.FairShareDampeningFactor),
+		Config: result.Config{
+			PriorityFlags: strings.Join(conf.PriorityFlagNames, ","),
+			HalfLife:      conf.PriorityDecayHalfLife,
+			CalcPeriod:    conf.PriorityCalcPeriod,
+			Dampening:     conf.FairShareDampeningFactor,
+			ResetPeriod:   conf.PriorityUsageResetPeriod,
+		},
+	}
+}

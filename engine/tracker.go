@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+)
+
+// ReportFunc reads what Slurm reports (sshare, slurmrestd).
+type ReportFunc func(ctx context.Context) (*shares.Table, error)
+
+// Tracker reads what slurmctld reports and follows its decay passes: the
+// one place serve's loop and check read Slurm across a pass. From
+// successive reads it infers the passes' phase when the state file is
+// unreadable, says whether slurmctld is settling after a start, and keeps
+// each read's references: the read before the last pass (classic's
+// one-pass lag) and the first read after it.
+type Tracker struct {
+	c TrackerConfig
+
+	mu sync.Mutex
+	t  *drift.PhaseTracker
+	// period is PriorityCalcPeriod, which the refresh loop sets
+	// (SetPeriod) as it rereads slurm.conf
+	period time.Duration
+	boot   time.Time // slurmctld's, at the last read
+	// passes counts the passes seen between reads (drift.PassBetween):
+	// what the phase tracker is given, so that a job's end charged
+	// between passes is not taken for one
+	passes uint64
+	last   *shares.Table
+	// settling: slurmctld started since the last pass seen between two
+	// reads of it (drift.Input.Settling)
+	settling bool
+	// prev is the last good read, for the references of the next
+	prev *Reading
+}
+
+// TrackerConfig says how to read the reports.
+type TrackerConfig struct {
+	Read ReportFunc
+	// BootTime, if set, asks slurmctld when it started at each read: a
+	// restart starts its passes at a new phase.
+	BootTime func(ctx context.Context) (time.Time, error)
+	// Timeout bounds one read (BootTime and Read together).
+	Timeout time.Duration
+	// Interval is how often serve reads when nothing tells when a pass
+	// falls.
+	Interval time.Duration
+	// StateDir is slurmctld's StateSaveLocation: priority_last_decay_ran,
+	// when readable, tells when the next pass falls.
+	StateDir string
+	// Period is PriorityCalcPeriod.
+	Period time.Duration
+	// Confirm is drift.PhaseTracker.Confirm: 1 for serve, which reads for
+	// hours; 0 for check, which brackets one pass a second apart and
+	// exits.
+	Confirm int
+}
+
+// NewTracker is a tracker that has read nothing yet.
+func NewTracker(c TrackerConfig) *Tracker { return &Tracker{c: c, period: c.Period} }
+
+// Reading is one read of the reported side, with its references.
+type Reading struct {
+	Out *shares.Table
+	Raw map[drift.Key]float64 // Out's RawUsage
+	// At is the middle of the read, from Start to End; Took includes
+	// asking for the boot time.
+	At, Start, End time.Time
+	Took           time.Duration
+	Boot           time.Time // zero: unknown (BootErr says why)
+	BootErr        error
+	// ID names the reading to whoever made it (check: a snapshot's index).
+	ID int
+	// Pass: slurmctld ran a decay pass since the read before.
+	Pass, Settling bool
+	// Prev is the last earlier read whose usage differs, taken before
+	// slurmctld's last decay pass (nil: none); PassRead the first read
+	// after the last pass seen, and PassGap how long after the read before
+	// it it ended.
+	Prev, PassRead *Ref
+	PassGap        time.Duration
+	Err            error
+}
+
+// Ref is what a later report needs of an earlier one: a reference holds
+// no references of its own, so that a long series keeps two reads alive,
+// not its history.
+type Ref struct {
+	ID  int
+	At  time.Time // zero: unknown
+	Raw map[drift.Key]float64
+}
+
+func (r *Reading) ref() *Ref { return &Ref{ID: r.ID, At: r.At, Raw: r.Raw} }
+
+// LagReference is the read a report's classic values lag behind: Prev, if
+// at most 3 periods before it (a zero period or moment: whatever the
+// times). serve's reports and check's replay of a series of saved ones
+// take it alike.
+func (r *Reading) LagReference(period time.Duration) *Ref {
+	p := r.Prev
+	if p == nil || (period > 0 && !p.At.IsZero() && !r.At.IsZero() && r.At.Sub(p.At) > 3*period) {
+		return nil
+	}
+	return p
+}
+
+// PassRaw is the usage of the first read after slurmctld's last pass
+// (drift.Input.PassRaw), where it differs from this read's and came at
+// most a period before it (0: any time before; nil: none).
+func (r *Reading) PassRaw(period time.Duration) map[drift.Key]float64 {
+	p := r.PassRead
+	if p == nil || maps.Equal(p.Raw, r.Raw) || (period > 0 && r.At.Sub(p.At) > period) {
+		return nil
+	}
+	return p.Raw
+}
+
+// Follow makes r the read after prev (nil: r is the first), setting the
+// references r is judged with. Reads are followed in time order.
+func (r *Reading) Follow(prev *Reading) {
+	if prev == nil {
+		return
+	}
+	r.Prev, r.PassRead, r.PassGap = prev.Prev, prev.PassRead, prev.PassGap
+	if !maps.Equal(prev.Raw, r.Raw) {
+		r.Prev = prev.ref()
+	}
+	if r.Pass {
+		r.PassRead, r.PassGap = r.ref(), r.End.Sub(prev.Start)
+	}
+}
+
+// SetPeriod follows slurm.conf's PriorityCalcPeriod.
+func (t *Tracker) SetPeriod(d time.Duration) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.period = d
+	t.mu.Unlock()
+}
+
+// Read reads the reported side once, bounded by the timeout, and follows
+// it.
+func (t *Tracker) Read(ctx context.Context) *Reading {
+	r := &Reading{}
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, t.c.Timeout)
+	defer cancel()
+	if t.c.BootTime != nil {
+		r.Boot, r.BootErr = t.c.BootTime(rctx)
+	}
+	t0 := time.Now()
+	r.Out, r.Err = t.c.Read(rctx)
+	t1 := time.Now()
+	r.At, r.Start, r.End, r.Took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
+	if r.Err != nil {
+		return r
+	}
+	r.Raw = drift.RawByKey(r.Out)
+	t.observe(r)
+	return r
+}
+
+// observe records a good read, slurmctld having booted at r.Boot (zero:
+// unknown): whether a pass fell since the read before
+// (drift.PassBetween), whether slurmctld is settling
+// (drift.Input.Settling), the phase, and r's references. A new
+// PriorityCalcPeriod or a restart of slurmctld, which starts its passes
+// at a new phase, starts the inference afresh.
+func (t *Tracker) observe(r *Reading) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := t.last == nil
+	r.Pass = !first && drift.PassBetween(t.last, r.Out)
+	t.last = r.Out
+	if r.Pass {
+		t.passes++
+	}
+	restarted := !r.Boot.IsZero() && !t.boot.IsZero() && !r.Boot.Equal(t.boot)
+	switch {
+	case restarted:
+		t.settling = true
+	case first:
+		// the exporter may start with slurmctld: two periods cover its
+		// first pass and the one after
+		t.settling = !r.Boot.IsZero() && r.Start.Sub(r.Boot) < 2*t.period
+	case r.Pass:
+		t.settling = false
+	}
+	r.Settling = t.settling
+	if !r.Boot.IsZero() {
+		t.boot = r.Boot
+	}
+	if p := t.period; p > 0 && (t.t == nil || t.t.Period != p || restarted) {
+		t.t = &drift.PhaseTracker{Period: p, Confirm: t.c.Confirm}
+	}
+	if t.t != nil {
+		t.t.Observe(r.Start, r.End, t.passes)
+	}
+	r.Follow(t.prev)
+	t.prev = r
+}
+
+// Boot is slurmctld's boot as the reads last learned it (zero: unknown).
+func (t *Tracker) Boot() time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.boot
+}
+
+// pass is slurmctld's last decay pass at or before at as the reads
+// inferred it, for the local cluster (ok false: not pinned).
+func (t *Tracker) pass(local bool, at time.Time) (pass time.Time, uncertainty time.Duration, ok bool) {
+	if t == nil || !local {
+		return pass, 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.t == nil || t.t.Period != t.period {
+		return pass, 0, false
+	}
+	return t.t.Pass(at)
+}
+
+// Next is when to read next after r: just after the state file's next
+// pass when it is readable, so that no read straddles a pass; otherwise
+// as the phase tracker schedules reads to pin the phase and then to read
+// just after each pass.
+func (t *Tracker) Next(r *Reading) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	regular := r.Start.Add(t.c.Interval)
+	if t.t == nil {
+		return regular
+	}
+	if t.c.StateDir != "" {
+		if ran, _, err := slurmstate.LastDecayRan(t.c.StateDir); err == nil {
+			p := fairshare.Passes{Period: t.t.Period.Seconds(), Phase: float64(ran.Unix())}
+			next := time.Unix(int64(p.LastPass(float64(r.End.Unix()))+p.Period), 0)
+			// whole seconds, and the pass itself takes a moment
+			next = next.Add(time.Second + r.End.Sub(r.Start))
+			if next.Before(regular) {
+				return next
+			}
+			return regular
+		}
+	}
+	return t.t.Next(r.Start, r.End, t.c.Interval)
+}
+
+// ReadAcrossPass reads until two reads bracket a decay pass (wait at
+// most; 0: once), then once more clear of it: check's way to judge usage
+// against a few seconds of charge instead of a whole period when the
+// state file is unreadable. The last read is returned; its PassRead is
+// the read that showed the pass, or the first read when a pass fell while
+// every association with usage ran a job (none decreased: its values lie
+// between the first read's and the last's).
+func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Reading, error) {
+	deadline := time.Now().Add(wait)
+	var first, r *Reading
+	seen := false
+	for {
+		if r = t.Read(ctx); r.Err != nil {
+			return nil, r.Err
+		}
+		if first == nil {
+			first = r
+		}
+		if seen || !r.End.Before(deadline) {
+			break
+		}
+		// one bracket, from reads a second apart, pins the pass to a few
+		// seconds: the bisection serve does over several periods is not
+		// worth a command's wait. The report is the read after, clear
+		// of the pass (a read near it may show either side).
+		if _, u, ok := t.pass(true, r.End); ok && u < t.period/4 {
+			seen = true
+			time.Sleep(1500*time.Millisecond + r.End.Sub(r.Start))
+			continue
+		}
+		time.Sleep(min(time.Second, time.Until(deadline)))
+	}
+	if wait > 0 && r.PassRead == nil && first != r {
+		r.PassRead = first.ref()
+	}
+	return r, nil
+}
