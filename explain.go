@@ -174,7 +174,7 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 		x.writeTable(env.stdout)
 		return nil
 	}
-	in.Ranges = true
+	in.Detail = true
 	cl, err := engine.Build(in)
 	if err != nil {
 		return err

@@ -117,9 +117,11 @@ type Inputs struct {
 	ForecastWindow time.Duration
 	// Recovery is the last computation of ComputeRecovery (nil: none).
 	Recovery *result.Recovery
-	// Ranges asks Build for each factor's range over the possible pass
-	// moments (result.Association.Range, result.Job.Range): explain.
-	Ranges bool
+	// Detail asks Build for explain's detail: each factor's range over
+	// the possible pass moments (result.Association.Range,
+	// result.Job.Range) and each pending job's priority (Cluster.Jobs).
+	// serve publishes neither: the metrics hold the jobs' groups.
+	Detail bool
 
 	cluster       slurmdbd.Cluster // where the extras are read
 	assocIDs      []uint32         // id_assoc of each tree association
@@ -176,7 +178,7 @@ type BuildMemo struct {
 	mauiUsage []float64
 	maui      fairshare.MauiConfig
 	rc        *drift.Comparison
-	ranges    bool
+	detail    bool
 	recovery  *result.Recovery
 
 	assocs    []result.Association
@@ -185,7 +187,7 @@ type BuildMemo struct {
 
 // holds reports whether m's values are those of in and rc.
 func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
-	return m.assocs != nil && m.rc == rc && m.ranges == in.Ranges && m.recovery == in.Recovery && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
+	return m.assocs != nil && m.rc == rc && m.detail == in.Detail && m.recovery == in.Recovery && m.settings == in.Settings && m.maui == in.Maui && m.tree.Same(in.Tree) &&
 		maps.EqualFunc(m.tres, in.TRES, slices.Equal) && slices.Equal(m.uncharged, in.Uncharged) &&
 		slices.Equal(m.pending, in.Pending) && slices.Equal(m.mauiUsage, in.MauiUsage)
 }
@@ -193,8 +195,8 @@ func (m *BuildMemo) holds(in *Inputs, rc *drift.Comparison) bool {
 // keep records in and rc as what m's values are of: the newest equal
 // inputs, so that the memo holds no older generation alive.
 func (m *BuildMemo) keep(in *Inputs, rc *drift.Comparison) {
-	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc, m.ranges, m.recovery =
-		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc, in.Ranges, in.Recovery
+	m.tree, m.settings, m.tres, m.uncharged, m.pending, m.mauiUsage, m.maui, m.rc, m.detail, m.recovery =
+		in.Tree, in.Settings, in.TRES, in.Uncharged, in.Pending, in.MauiUsage, in.Maui, rc, in.Detail, in.Recovery
 }
 
 // buildAssocs computes every association's published values.
@@ -214,7 +216,7 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		ticket, _ = t.TicketBased(in.Pending, s.Dampening)
 	}
 	var ranges []result.FactorRange
-	if in.Ranges {
+	if in.Detail {
 		ranges = in.factorRanges()
 	}
 	for i := range n {

@@ -374,7 +374,6 @@ func (l *Loop) publish() {
 			in.Report = nil
 			cl, _ = Build(&in)
 		}
-		cl.Jobs = nil // explain's detail: the metrics hold the groups
 		snap.Clusters = append(snap.Clusters, cl)
 	}
 	l.e.stage(StageBuild, l.e.now().Sub(t0), buildErr)

@@ -146,7 +146,7 @@ func jobPriorities(in *Inputs, assocs []result.Association) ([]result.Job, []res
 		}
 		jobs[i] = result.Job{ID: pj.ID, ArrayTask: pj.ArrayTask, Account: pj.Account, User: pj.User, Partition: pj.Partition, QOS: pj.QOS,
 			Submit: j.Submit, Result: p.Config.Compute(&p.Cluster, &j, at)}
-		if in.Ranges {
+		if in.Detail {
 			// every factor rises with the fairshare factor and the age:
 			// the ends are the range's ends
 			low, high := j, j
@@ -187,5 +187,8 @@ func jobPriorities(in *Inputs, assocs []result.Association) ([]result.Job, []res
 	slices.SortFunc(out, func(a, b result.PendingGroup) int {
 		return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.Partition, b.Partition), strings.Compare(a.QOS, b.QOS))
 	})
+	if !in.Detail {
+		jobs = nil
+	}
 	return jobs, out
 }

@@ -32,7 +32,7 @@ func TestJobPriorities(t *testing.T) {
 				Job: priority.Job{QOSPriority: qos}})
 		}
 		p.Jobs = append(p.Jobs, PendingJob{ID: 9, Assoc: -1, Account: "gone", Partition: "p1", QOS: "normal"})
-		in.Priorities = p
+		in.Priorities, in.Detail = p, true
 		cl, err := Build(in)
 		if err != nil {
 			t.Fatal(err)
