@@ -15,7 +15,7 @@ import (
 // commandFiles are each command's files; what they share lives in
 // main.go, flags.go and config.go.
 var commandFiles = map[string]string{
-	"serve.go": "serve", "check.go": "check", "check_db.go": "check", "explain.go": "explain", "explain_job.go": "explain",
+	"serve.go": "serve", "check.go": "check", "check_db.go": "check", "explain.go": "explain",
 }
 
 // TestCommandsUseSharedSetup: no command's file uses a declaration of
