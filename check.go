@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -98,61 +94,29 @@ func (c *checkCmd) replay(out *shares.Table, prevRaw map[drift.Key]float64, name
 	return rep, nil
 }
 
-// parseSshare reads sshare output, streamed and within sshare's limits
-// (MaxBytes, MaxRows; for JSON MaxJSONBytes, and memory bounded by the
-// rows): `sshare -a -l -P` text or, when its first byte other than a BOM
-// or white space is '{', `sshare --json` or a slurmrestd /shares body.
-// Text without a header takes its columns from the algorithm. Output cut
-// short or listing an association twice is an error: compared, it would
-// read as drift. The caller fills a FactorMissing report's factor.
+// parseSshare is sshare.ReadAny with --algorithm's columns for output
+// without a header.
 func parseSshare(r io.Reader, name, algorithm string) (*shares.Table, error) {
-	br := bufio.NewReader(r)
-	var out *shares.Table
-	var err error
-	if bom, ok := startsJSON(br); ok {
-		br.Discard(bom)
-		out, err = sshare.ParseJSON(br)
-	} else {
-		var layout sshare.Layout
-		if algorithm != "auto" {
-			fairTree := algorithm == string(fairshare.AlgorithmFairTree)
-			layout = func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) }
-		}
-		out, err = sshare.Parse(br, layout)
-	}
-	if errors.Is(err, sshare.ErrNoHeader) {
-		return nil, fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
-	}
-	if err == nil {
-		err = out.Unique()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return out, nil
+	out, err := sshare.ReadAny(r, name, layout(algorithm))
+	return out, noHeader(name, err)
 }
 
-// startsJSON reports whether the first byte of br after a UTF-8 BOM and
-// white space is '{', looking no further than br's buffer, and how long
-// the BOM is. Nothing is read: the text parser counts blank lines.
-func startsJSON(br *bufio.Reader) (bom int, ok bool) {
-	if b, _ := br.Peek(3); string(b) == "\ufeff" {
-		bom = 3
+// layout is --algorithm's columns of sshare text without a header (nil:
+// auto, from the header).
+func layout(algorithm string) sshare.Layout {
+	if algorithm == "auto" {
+		return nil
 	}
-	for i := bom; i < br.Size(); i++ {
-		b, err := br.Peek(i + 1)
-		if err != nil {
-			return 0, false
-		}
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return bom, true
-		}
-		return 0, false
+	fairTree := algorithm == string(fairshare.AlgorithmFairTree)
+	return func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) }
+}
+
+// noHeader says what to do about output without a header.
+func noHeader(name string, err error) error {
+	if errors.Is(err, sshare.ErrNoHeader) {
+		return fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
 	}
-	return 0, false
+	return err
 }
 
 // writeReport prints the report and turns drift into exit status 1.
@@ -225,58 +189,23 @@ type seriesRow struct {
 // readFile reads one --sshare-file: one listing, or snapshots each
 // headed by a '## <unix seconds>' line.
 func (s *series) readFile(name string) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	skip, ok := startsSeries(br)
-	if !ok {
-		out, err := parseSshare(br, name, s.c.Algorithm)
+	for snap, err := range sshare.Series(name, layout(s.c.Algorithm)) {
 		if err != nil {
+			return noHeader(snap.Label, err)
+		}
+		if snap.Empty {
+			s.env.log.Warn().Str("file", name).Int("line", snap.Line).Int64("time", snap.At.Unix()).Msg("empty snapshot (did sshare fail?): skipped")
+			continue
+		}
+		one := snapshot{File: snap.File, Line: snap.Line}
+		if at := snap.At; !at.IsZero() {
+			one.Time = &at
+		}
+		if err := s.add(one, snap.Table); err != nil {
 			return err
 		}
-		return s.add(snapshot{File: name}, out)
 	}
-	lead, _ := br.Peek(skip)
-	line := 1 + strings.Count(string(lead), "\n")
-	br.Discard(skip)
-	for {
-		mark, err := br.ReadSlice('\n')
-		if len(mark) == 0 && err == io.EOF {
-			return nil
-		}
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("%s line %d: %w", name, line, err)
-		}
-		sec, perr := parseMark(mark)
-		if perr != nil {
-			return fmt.Errorf("%s line %d: %w", name, line, perr)
-		}
-		at := time.Unix(sec, 0).UTC()
-		seg := &segment{br: br, lineStart: true}
-		body := bufio.NewReader(seg)
-		label := fmt.Sprintf("%s, snapshot at line %d (## %d)", name, line, sec)
-		if blank(body) {
-			s.env.log.Warn().Str("file", name).Int("line", line).Int64("time", sec).Msg("empty snapshot (did sshare fail?): skipped")
-		} else {
-			out, err := parseSshare(body, label, s.c.Algorithm)
-			if err != nil {
-				return err
-			}
-			if err := s.add(snapshot{File: name, Line: line, Time: &at}, out); err != nil {
-				return err
-			}
-		}
-		if _, err := io.Copy(io.Discard, body); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-		line += 1 + seg.lines
-		if err == io.EOF {
-			return nil
-		}
-	}
+	return nil
 }
 
 // add checks one snapshot and prints it.
@@ -438,93 +367,4 @@ func (s *series) summary(w io.Writer) error {
 		fmt.Fprintf(tw, "\t%d\t%s\n", r.notYet, lagReference(&r.snap))
 	}
 	return tw.Flush()
-}
-
-// startsSeries reports whether br, after a UTF-8 BOM and blank lines,
-// starts with a '##' line, and how many bytes come before it, looking no
-// further than br's buffer.
-func startsSeries(br *bufio.Reader) (skip int, ok bool) {
-	if b, _ := br.Peek(3); string(b) == "\ufeff" {
-		skip = 3
-	}
-	for i := skip; i+2 <= br.Size(); i++ {
-		b, err := br.Peek(i + 2)
-		if err != nil {
-			return 0, false
-		}
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			if b[i] == '\n' {
-				skip = i + 1
-			}
-			continue
-		}
-		return skip, i == skip && b[i] == '#' && b[i+1] == '#'
-	}
-	return 0, false
-}
-
-// parseMark reads a '## <unix seconds>' line.
-func parseMark(line []byte) (int64, error) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "##")
-	sec, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-	if !ok || err != nil {
-		return 0, fmt.Errorf("%q: expected '## <unix seconds>' heading a snapshot (as 'echo \"## $(date +%%s)\"' writes)", strings.TrimSpace(string(line)))
-	}
-	return sec, nil
-}
-
-// segment reads br up to the next line that starts with "##" (the next
-// snapshot's heading), counting the lines it gives.
-type segment struct {
-	br        *bufio.Reader
-	lineStart bool
-	done      bool
-	lines     int
-}
-
-func (s *segment) Read(p []byte) (int, error) {
-	if s.done || len(p) == 0 {
-		if s.done {
-			return 0, io.EOF
-		}
-		return 0, nil
-	}
-	if s.lineStart {
-		if b, _ := s.br.Peek(2); string(b) == "##" {
-			s.done = true
-			return 0, io.EOF
-		}
-	}
-	if _, err := s.br.Peek(1); err != nil {
-		return 0, err
-	}
-	buf, _ := s.br.Peek(s.br.Buffered())
-	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-		buf = buf[:i+1]
-	}
-	n := copy(p, buf)
-	s.br.Discard(n)
-	s.lineStart = p[n-1] == '\n'
-	if s.lineStart {
-		s.lines++
-	}
-	return n, nil
-}
-
-// blank reports whether br holds only white space, looking no further
-// than its buffer (a longer prefix of white space counts as content).
-func blank(br *bufio.Reader) bool {
-	for i := 0; i < br.Size(); i++ {
-		b, err := br.Peek(i + 1)
-		if len(b) <= i {
-			return err != nil
-		}
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return false
-	}
-	return false
 }
