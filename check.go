@@ -20,39 +20,47 @@ type checkCmd struct {
 	SshareFile []string `name:"sshare-file" type:"existingfile" sep:"none" help:"Output of 'sshare -a -l -P' (with or without -m, -n), of 'sshare --json -a' or a slurmrestd /slurm/v0.0.N/shares body (v0.0.40 on; JSON is told by its first non-blank byte, '{'). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. Replay mode takes a series too: the flag repeated, in time order, and files of several snapshots each headed by a line '## <unix seconds>'; each snapshot is checked with the one before it as the reference of classic's one-pass lag. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode (once)."`
 	Algorithm  string   `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64  `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
-	// serve's default is 1e-4 (docs/serve.md): a report there is compared
-	// with the database while slurmctld's passes go on
-	Tolerance float64 `name:"drift.formula-tolerance" aliases:"tolerance" default:"1e-6" help:"Formula drift allowed on top of what the inputs' precision explains (absolute; sshare prints 6 decimals)."`
-	Output    string  `default:"table" enum:"table,json" help:"Output format: table or json."`
+	OutputFlag
 	// serve takes it from slurm.conf (engine.Exporter.freshReport)
 	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
-	database
+	// database mode, which a DSN turns on
+	DBFlags
+	SlurmFlags
+	ReportedTimeoutFlag
+	DriftFlags
+	AtFlag
+	ClusterFlag
+	SavedBoot
+	// PhaseWait: without a readable priority_last_decay_ran, check reads
+	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
+	// most), so that usage is judged against a few seconds of charge
+	// rather than a whole period's.
+	PhaseWait string `name:"phase.wait" default:"auto" help:"Without a readable StateSaveLocation, how long to keep reading sshare to bracket slurmctld's decay pass: auto (one PriorityCalcPeriod and 10 s), a duration, or 0 (judge usage against the whole period)."`
 }
 
+// Validate checks what the flag groups (their own Validate, which kong
+// calls) cannot.
 func (c *checkCmd) Validate() error {
 	if c.Dampening < 1 {
 		return fmt.Errorf("--dampening-factor %v: expected a number >= 1 (FairShareDampeningFactor)", c.Dampening)
 	}
-	if !(c.Tolerance >= 0) {
-		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", c.Tolerance)
-	}
 	if c.CalcPeriod < 0 {
 		return fmt.Errorf("--priority-calc-period %v: expected a duration >= 0", c.CalcPeriod)
 	}
-	if len(c.SshareFile) == 0 && !c.database.enabled() {
+	if len(c.SshareFile) == 0 && !c.given() {
 		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")
 	}
-	if len(c.SshareFile) > 1 && c.database.enabled() {
+	if len(c.SshareFile) > 1 && c.given() {
 		return fmt.Errorf("--sshare-file given %d times: database mode compares one report with the database (a series is replay mode's)", len(c.SshareFile))
 	}
-	return c.database.validate()
+	return c.one()
 }
 
 const depthObliviousNote = "depth_oblivious is best effort: slurmctld sums siblings' normalized usage that it computes lazily, mixing values from different moments"
 
 func (c *checkCmd) Run(env *runEnv) error {
-	if c.database.enabled() {
+	if c.given() {
 		return c.runDatabase(env)
 	}
 	s := &series{c: c, env: env}
@@ -77,7 +85,7 @@ func (c *checkCmd) replay(out *shares.Table, prevRaw map[drift.Key]float64, name
 			alg = fairshare.AlgorithmFairTree
 		}
 	}
-	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.FormulaTolerance}, Report: out,
 		PrevRaw: prevRaw, InferLag: prevRaw == nil}, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -221,16 +229,8 @@ func (s *series) add(snap snapshot, out *shares.Table) error {
 	}
 	s.n++
 	snap.Index = s.n
-	raw := drift.RawByKey(out)
-	if s.last != nil && !maps.Equal(s.last.raw, raw) {
-		s.ref = s.last
-	}
-	s.last = &seen{index: s.n, at: at, raw: raw}
-	var prevRaw map[drift.Key]float64
-	if r := s.ref; r != nil && (s.c.CalcPeriod == 0 || r.at.IsZero() || at.IsZero() || at.Sub(r.at) <= 3*s.c.CalcPeriod) {
-		prevRaw = r.raw
-		snap.LagReference = &r.index
-	}
+	prevRaw, ref := s.lagReference(at, drift.RawByKey(out))
+	snap.LagReference = ref
 	name := snap.File
 	if snap.Line > 0 {
 		name = fmt.Sprintf("%s, snapshot at line %d", snap.File, snap.Line)
@@ -260,6 +260,21 @@ func (s *series) add(snap snapshot, out *shares.Table) error {
 		s.first = nil
 	}
 	return s.write(&snap)
+}
+
+// lagReference takes the next snapshot's RawUsage (taken at at; zero:
+// unknown) and returns its lag reference: the RawUsage of the last
+// earlier snapshot whose RawUsage differs, and that snapshot's index, if
+// taken at most 3 --priority-calc-period before (nil: none).
+func (s *series) lagReference(at time.Time, raw map[drift.Key]float64) (map[drift.Key]float64, *int) {
+	if s.last != nil && !maps.Equal(s.last.raw, raw) {
+		s.ref = s.last
+	}
+	s.last = &seen{index: s.n, at: at, raw: raw}
+	if r := s.ref; r != nil && (s.c.CalcPeriod == 0 || r.at.IsZero() || at.IsZero() || at.Sub(r.at) <= 3*s.c.CalcPeriod) {
+		return r.raw, &r.index
+	}
+	return nil, nil
 }
 
 func (s *series) open() error {

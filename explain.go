@@ -16,40 +16,34 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 type explainCmd struct {
-	User     string `help:"User to explain (or --job)."`
-	Job      uint32 `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
-	Account  string `help:"Only the user's association under this account (default: all of them)."`
-	Cluster  string `help:"Cluster (default: slurm.conf's ClusterName)."`
-	Output   string `default:"table" enum:"table,json" help:"Output format: table or json."`
-	Reported string `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
-	Demo     bool   `help:"Explain the bundled synthetic cluster of serve --demo (accounts a1, a2, ..., users u41, u42, ...): no database or Slurm needed."`
-	atFlag
-	savedBoot
-	reportedTimeout
-	slurmFlags
-	dsnFlag
-	mauiFlags
-	forecastFlags
+	User    string `help:"User to explain (or --job)."`
+	Job     uint32 `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
+	Account string `help:"Only the user's association under this account (default: all of them)."`
+	ClusterFlag
+	OutputFlag
+	ReportedFlags
+	DemoFlags
+	AtFlag
+	SavedBoot
+	SlurmFlags
+	DBFlags
+	MauiFlags
+	ForecastFlags
 }
 
+// Validate checks what the flag groups (their own Validate, which kong
+// calls) cannot.
 func (c *explainCmd) Validate() error {
-	if err := c.dsnFlag.validate(); err != nil {
-		return err
-	}
-	if err := c.reportedTimeout.validate(); err != nil {
-		return err
-	}
 	if c.SlurmctldConfigFile != "" && c.At == "" {
 		return errors.New("--slurmctld.config-file: a live run asks slurmctld; give it with --at, the moment it was saved at")
 	}
-	if err := c.forecastFlags.validate(c.User, c.Job); err != nil {
+	if err := c.ForecastFlags.validate(c.User, c.Job); err != nil {
 		return err
 	}
-	return c.mauiFlags.validate()
+	return c.one()
 }
 
 func (c *explainCmd) Run(env *runEnv) error {
@@ -64,19 +58,16 @@ func (c *explainCmd) Run(env *runEnv) error {
 	}
 	if c.Demo {
 		demo := &slurmconf.Config{ClusterName: "demo", PriorityType: "priority/multifactor", PriorityCalcPeriod: 5 * time.Minute}
-		return c.explain(env, engine.DemoExplained(at, engine.DemoAssociations), demo, at)
+		return c.explain(env, engine.DemoExplained(at, c.DemoAssociations), demo, at)
 	}
-	set, err := setup(env.log, &c.dsnFlag, &c.slurmFlags)
+	set, err := setup(env.log, &c.DBFlags, &c.SlurmFlags)
 	if err != nil {
 		return err
 	}
 	conf, name := set.conf, set.cluster(c.Cluster)
 	var out *shares.Table
-	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName && !whatIfMode {
-		sctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
-		out, err = sshare.Run(sctx, c.SlurmConf)
-		cancel()
-		if err != nil {
+	if c.At == "" && name == conf.ClusterName && !whatIfMode {
+		if out, err = c.report(ctx, env.log, c.SlurmConf); err != nil {
 			env.log.Warn().Err(err).Msg("what Slurm reports is unknown")
 			out = nil
 		}
@@ -191,15 +182,15 @@ func (f *forecastFlag) Decode(ctx *kong.DecodeContext) error {
 	return nil
 }
 
-// forecastFlags are explain's recovery forecast and what-if shares.
-type forecastFlags struct {
-	Forecast       forecastFlag    `name:"forecast" placeholder:"THRESHOLD" help:"With --user: the factor now and over the next 7 days with no new jobs from the user and the others using the cluster as over --forecast.window or as their running jobs commit, whichever is more, and when it reaches THRESHOLD (default: its fair level) (docs/forecast.md)."`
-	ForecastWindow time.Duration   `name:"forecast.window" default:"168h" help:"The rolled-up usage whose rate the forecast assumes the others keep."`
-	ForecastAt     []time.Duration `name:"forecast.at" placeholder:"DURATION" help:"With --forecast: also show the factor this long from now (repeatable), e.g. a few PriorityCalcPeriods to compare with sshare later."`
-	WhatIf         []string        `name:"what-if" placeholder:"ACCOUNT[/USER]=SHARES" help:"Recompute with these raw shares (repeatable; parent for FairShare=parent) and list the associations whose factor or Fair Tree rank changes (docs/forecast.md). Reads only."`
+// ForecastFlags are explain's recovery forecast and what-if shares.
+type ForecastFlags struct {
+	Forecast forecastFlag `name:"forecast" placeholder:"THRESHOLD" help:"With --user: the factor now and over the next 7 days with no new jobs from the user and the others using the cluster as over --forecast.window or as their running jobs commit, whichever is more, and when it reaches THRESHOLD (default: its fair level) (docs/forecast.md)."`
+	ForecastWindowFlag
+	ForecastAt []time.Duration `name:"forecast.at" placeholder:"DURATION" help:"With --forecast: also show the factor this long from now (repeatable), e.g. a few PriorityCalcPeriods to compare with sshare later."`
+	WhatIf     []string        `name:"what-if" placeholder:"ACCOUNT[/USER]=SHARES" help:"Recompute with these raw shares (repeatable; parent for FairShare=parent) and list the associations whose factor or Fair Tree rank changes (docs/forecast.md). Reads only."`
 }
 
-func (f *forecastFlags) validate(user string, job uint32) error {
+func (f *ForecastFlags) validate(user string, job uint32) error {
 	switch {
 	case f.Forecast.On && user == "":
 		return fmt.Errorf("--forecast: expected --user, the user whose factor to forecast")
@@ -211,15 +202,13 @@ func (f *forecastFlags) validate(user string, job uint32) error {
 		return fmt.Errorf("--forecast.at %v: expected positive durations such as 5m", f.ForecastAt)
 	case len(f.ForecastAt) > 0 && !f.Forecast.On:
 		return fmt.Errorf("--forecast.at: expected --forecast")
-	case f.ForecastWindow <= 0:
-		return fmt.Errorf("--forecast.window %v: expected a positive duration such as 168h", f.ForecastWindow)
 	}
 	_, err := f.shareChanges()
 	return err
 }
 
 // shareChanges parses --what-if.
-func (f *forecastFlags) shareChanges() ([]fairshare.ShareChange, error) {
+func (f *ForecastFlags) shareChanges() ([]fairshare.ShareChange, error) {
 	var out []fairshare.ShareChange
 	for _, w := range f.WhatIf {
 		c, err := explain.ParseShareChange(w)
