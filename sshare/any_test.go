@@ -3,9 +3,10 @@ package sshare
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // TestSeries: a file of '## <unix seconds>' snapshots yields each one
@@ -17,13 +18,7 @@ func TestSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return testenv.WriteFile(t, dir, name, text) }
 	n := strings.Count(string(listing), "\n")
 	series := write("series.txt", "\ufeff\n## 100\n"+string(listing)+"## 130\n\n## 160\n"+string(listing))
 	var got []Snapshot
