@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,39 +20,47 @@ type checkCmd struct {
 	SshareFile []string `name:"sshare-file" type:"existingfile" sep:"none" help:"Output of 'sshare -a -l -P' (with or without -m, -n), of 'sshare --json -a' or a slurmrestd /slurm/v0.0.N/shares body (v0.0.40 on; JSON is told by its first non-blank byte, '{'). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. Replay mode takes a series too: the flag repeated, in time order, and files of several snapshots each headed by a line '## <unix seconds>'; each snapshot is checked with the one before it as the reference of classic's one-pass lag. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode (once)."`
 	Algorithm  string   `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64  `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
-	// serve's default is 1e-4 (docs/serve.md): a report there is compared
-	// with the database while slurmctld's passes go on
-	Tolerance float64 `name:"drift.formula-tolerance" aliases:"tolerance" default:"1e-6" help:"Formula drift allowed on top of what the inputs' precision explains (absolute; sshare prints 6 decimals)."`
-	Output    string  `default:"table" enum:"table,json" help:"Output format: table or json."`
+	OutputFlag
 	// serve takes it from slurm.conf (engine.Exporter.freshReport)
 	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
-	database
+	// database mode, which a DSN turns on
+	DBFlags
+	SlurmFlags
+	ReportedTimeoutFlag
+	DriftFlags
+	AtFlag
+	ClusterFlag
+	SavedBoot
+	// PhaseWait: without a readable priority_last_decay_ran, check reads
+	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
+	// most), so that usage is judged against a few seconds of charge
+	// rather than a whole period's.
+	PhaseWait string `name:"phase.wait" default:"auto" help:"Without a readable StateSaveLocation, how long to keep reading sshare to bracket slurmctld's decay pass: auto (one PriorityCalcPeriod and 10 s), a duration, or 0 (judge usage against the whole period)."`
 }
 
+// Validate checks what the flag groups (their own Validate, which kong
+// calls) cannot.
 func (c *checkCmd) Validate() error {
 	if c.Dampening < 1 {
 		return fmt.Errorf("--dampening-factor %v: expected a number >= 1 (FairShareDampeningFactor)", c.Dampening)
 	}
-	if !(c.Tolerance >= 0) {
-		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", c.Tolerance)
-	}
 	if c.CalcPeriod < 0 {
 		return fmt.Errorf("--priority-calc-period %v: expected a duration >= 0", c.CalcPeriod)
 	}
-	if len(c.SshareFile) == 0 && !c.database.enabled() {
+	if len(c.SshareFile) == 0 && !c.given() {
 		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")
 	}
-	if len(c.SshareFile) > 1 && c.database.enabled() {
+	if len(c.SshareFile) > 1 && c.given() {
 		return fmt.Errorf("--sshare-file given %d times: database mode compares one report with the database (a series is replay mode's)", len(c.SshareFile))
 	}
-	return c.database.validate()
+	return c.one()
 }
 
 const depthObliviousNote = "depth_oblivious is best effort: slurmctld sums siblings' normalized usage that it computes lazily, mixing values from different moments"
 
 func (c *checkCmd) Run(env *runEnv) error {
-	if c.database.enabled() {
+	if c.given() {
 		return c.runDatabase(env)
 	}
 	s := &series{c: c, env: env}
@@ -81,7 +85,7 @@ func (c *checkCmd) replay(out *shares.Table, prevRaw map[drift.Key]float64, name
 			alg = fairshare.AlgorithmFairTree
 		}
 	}
-	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.FormulaTolerance}, Report: out,
 		PrevRaw: prevRaw, InferLag: prevRaw == nil}, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -98,61 +102,29 @@ func (c *checkCmd) replay(out *shares.Table, prevRaw map[drift.Key]float64, name
 	return rep, nil
 }
 
-// parseSshare reads sshare output, streamed and within sshare's limits
-// (MaxBytes, MaxRows; for JSON MaxJSONBytes, and memory bounded by the
-// rows): `sshare -a -l -P` text or, when its first byte other than a BOM
-// or white space is '{', `sshare --json` or a slurmrestd /shares body.
-// Text without a header takes its columns from the algorithm. Output cut
-// short or listing an association twice is an error: compared, it would
-// read as drift. The caller fills a FactorMissing report's factor.
+// parseSshare is sshare.ReadAny with --algorithm's columns for output
+// without a header.
 func parseSshare(r io.Reader, name, algorithm string) (*shares.Table, error) {
-	br := bufio.NewReader(r)
-	var out *shares.Table
-	var err error
-	if bom, ok := startsJSON(br); ok {
-		br.Discard(bom)
-		out, err = sshare.ParseJSON(br)
-	} else {
-		var layout sshare.Layout
-		if algorithm != "auto" {
-			fairTree := algorithm == string(fairshare.AlgorithmFairTree)
-			layout = func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) }
-		}
-		out, err = sshare.Parse(br, layout)
-	}
-	if errors.Is(err, sshare.ErrNoHeader) {
-		return nil, fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
-	}
-	if err == nil {
-		err = out.Unique()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return out, nil
+	out, err := sshare.ReadAny(r, name, layout(algorithm))
+	return out, noHeader(name, err)
 }
 
-// startsJSON reports whether the first byte of br after a UTF-8 BOM and
-// white space is '{', looking no further than br's buffer, and how long
-// the BOM is. Nothing is read: the text parser counts blank lines.
-func startsJSON(br *bufio.Reader) (bom int, ok bool) {
-	if b, _ := br.Peek(3); string(b) == "\ufeff" {
-		bom = 3
+// layout is --algorithm's columns of sshare text without a header (nil:
+// auto, from the header).
+func layout(algorithm string) sshare.Layout {
+	if algorithm == "auto" {
+		return nil
 	}
-	for i := bom; i < br.Size(); i++ {
-		b, err := br.Peek(i + 1)
-		if err != nil {
-			return 0, false
-		}
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return bom, true
-		}
-		return 0, false
+	fairTree := algorithm == string(fairshare.AlgorithmFairTree)
+	return func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) }
+}
+
+// noHeader says what to do about output without a header.
+func noHeader(name string, err error) error {
+	if errors.Is(err, sshare.ErrNoHeader) {
+		return fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
 	}
-	return 0, false
+	return err
 }
 
 // writeReport prints the report and turns drift into exit status 1.
@@ -225,58 +197,23 @@ type seriesRow struct {
 // readFile reads one --sshare-file: one listing, or snapshots each
 // headed by a '## <unix seconds>' line.
 func (s *series) readFile(name string) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	skip, ok := startsSeries(br)
-	if !ok {
-		out, err := parseSshare(br, name, s.c.Algorithm)
+	for snap, err := range sshare.Series(name, layout(s.c.Algorithm)) {
 		if err != nil {
+			return noHeader(snap.Label, err)
+		}
+		if snap.Empty {
+			s.env.log.Warn().Str("file", name).Int("line", snap.Line).Int64("time", snap.At.Unix()).Msg("empty snapshot (did sshare fail?): skipped")
+			continue
+		}
+		one := snapshot{File: snap.File, Line: snap.Line}
+		if at := snap.At; !at.IsZero() {
+			one.Time = &at
+		}
+		if err := s.add(one, snap.Table); err != nil {
 			return err
 		}
-		return s.add(snapshot{File: name}, out)
 	}
-	lead, _ := br.Peek(skip)
-	line := 1 + strings.Count(string(lead), "\n")
-	br.Discard(skip)
-	for {
-		mark, err := br.ReadSlice('\n')
-		if len(mark) == 0 && err == io.EOF {
-			return nil
-		}
-		if err != nil && err != io.EOF {
-			return fmt.Errorf("%s line %d: %w", name, line, err)
-		}
-		sec, perr := parseMark(mark)
-		if perr != nil {
-			return fmt.Errorf("%s line %d: %w", name, line, perr)
-		}
-		at := time.Unix(sec, 0).UTC()
-		seg := &segment{br: br, lineStart: true}
-		body := bufio.NewReader(seg)
-		label := fmt.Sprintf("%s, snapshot at line %d (## %d)", name, line, sec)
-		if blank(body) {
-			s.env.log.Warn().Str("file", name).Int("line", line).Int64("time", sec).Msg("empty snapshot (did sshare fail?): skipped")
-		} else {
-			out, err := parseSshare(body, label, s.c.Algorithm)
-			if err != nil {
-				return err
-			}
-			if err := s.add(snapshot{File: name, Line: line, Time: &at}, out); err != nil {
-				return err
-			}
-		}
-		if _, err := io.Copy(io.Discard, body); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
-		}
-		line += 1 + seg.lines
-		if err == io.EOF {
-			return nil
-		}
-	}
+	return nil
 }
 
 // add checks one snapshot and prints it.
@@ -292,16 +229,8 @@ func (s *series) add(snap snapshot, out *shares.Table) error {
 	}
 	s.n++
 	snap.Index = s.n
-	raw := drift.RawByKey(out)
-	if s.last != nil && !maps.Equal(s.last.raw, raw) {
-		s.ref = s.last
-	}
-	s.last = &seen{index: s.n, at: at, raw: raw}
-	var prevRaw map[drift.Key]float64
-	if r := s.ref; r != nil && (s.c.CalcPeriod == 0 || r.at.IsZero() || at.IsZero() || at.Sub(r.at) <= 3*s.c.CalcPeriod) {
-		prevRaw = r.raw
-		snap.LagReference = &r.index
-	}
+	prevRaw, ref := s.lagReference(at, drift.RawByKey(out))
+	snap.LagReference = ref
 	name := snap.File
 	if snap.Line > 0 {
 		name = fmt.Sprintf("%s, snapshot at line %d", snap.File, snap.Line)
@@ -331,6 +260,21 @@ func (s *series) add(snap snapshot, out *shares.Table) error {
 		s.first = nil
 	}
 	return s.write(&snap)
+}
+
+// lagReference takes the next snapshot's RawUsage (taken at at; zero:
+// unknown) and returns its lag reference: the RawUsage of the last
+// earlier snapshot whose RawUsage differs, and that snapshot's index, if
+// taken at most 3 --priority-calc-period before (nil: none).
+func (s *series) lagReference(at time.Time, raw map[drift.Key]float64) (map[drift.Key]float64, *int) {
+	if s.last != nil && !maps.Equal(s.last.raw, raw) {
+		s.ref = s.last
+	}
+	s.last = &seen{index: s.n, at: at, raw: raw}
+	if r := s.ref; r != nil && (s.c.CalcPeriod == 0 || r.at.IsZero() || at.IsZero() || at.Sub(r.at) <= 3*s.c.CalcPeriod) {
+		return r.raw, &r.index
+	}
+	return nil, nil
 }
 
 func (s *series) open() error {
@@ -438,93 +382,4 @@ func (s *series) summary(w io.Writer) error {
 		fmt.Fprintf(tw, "\t%d\t%s\n", r.notYet, lagReference(&r.snap))
 	}
 	return tw.Flush()
-}
-
-// startsSeries reports whether br, after a UTF-8 BOM and blank lines,
-// starts with a '##' line, and how many bytes come before it, looking no
-// further than br's buffer.
-func startsSeries(br *bufio.Reader) (skip int, ok bool) {
-	if b, _ := br.Peek(3); string(b) == "\ufeff" {
-		skip = 3
-	}
-	for i := skip; i+2 <= br.Size(); i++ {
-		b, err := br.Peek(i + 2)
-		if err != nil {
-			return 0, false
-		}
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			if b[i] == '\n' {
-				skip = i + 1
-			}
-			continue
-		}
-		return skip, i == skip && b[i] == '#' && b[i+1] == '#'
-	}
-	return 0, false
-}
-
-// parseMark reads a '## <unix seconds>' line.
-func parseMark(line []byte) (int64, error) {
-	rest, ok := strings.CutPrefix(strings.TrimSpace(string(line)), "##")
-	sec, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-	if !ok || err != nil {
-		return 0, fmt.Errorf("%q: expected '## <unix seconds>' heading a snapshot (as 'echo \"## $(date +%%s)\"' writes)", strings.TrimSpace(string(line)))
-	}
-	return sec, nil
-}
-
-// segment reads br up to the next line that starts with "##" (the next
-// snapshot's heading), counting the lines it gives.
-type segment struct {
-	br        *bufio.Reader
-	lineStart bool
-	done      bool
-	lines     int
-}
-
-func (s *segment) Read(p []byte) (int, error) {
-	if s.done || len(p) == 0 {
-		if s.done {
-			return 0, io.EOF
-		}
-		return 0, nil
-	}
-	if s.lineStart {
-		if b, _ := s.br.Peek(2); string(b) == "##" {
-			s.done = true
-			return 0, io.EOF
-		}
-	}
-	if _, err := s.br.Peek(1); err != nil {
-		return 0, err
-	}
-	buf, _ := s.br.Peek(s.br.Buffered())
-	if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-		buf = buf[:i+1]
-	}
-	n := copy(p, buf)
-	s.br.Discard(n)
-	s.lineStart = p[n-1] == '\n'
-	if s.lineStart {
-		s.lines++
-	}
-	return n, nil
-}
-
-// blank reports whether br holds only white space, looking no further
-// than its buffer (a longer prefix of white space counts as content).
-func blank(br *bufio.Reader) bool {
-	for i := 0; i < br.Size(); i++ {
-		b, err := br.Peek(i + 1)
-		if len(b) <= i {
-			return err != nil
-		}
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return false
-	}
-	return false
 }

@@ -18,34 +18,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-// database are the flags of check's database mode, which a DSN turns on.
-type database struct {
-	dsnFlag
-	slurmFlags
-	reportedTimeout
-	driftFlags
-	atFlag
-	Cluster string `help:"Cluster to check (default: slurm.conf's ClusterName)."`
-	savedBoot
-	// PhaseWait: without a readable priority_last_decay_ran, check reads
-	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
-	// most), so that usage is judged against a few seconds of charge
-	// rather than a whole period's.
-	PhaseWait string `name:"phase.wait" default:"auto" help:"Without a readable StateSaveLocation, how long to keep reading sshare to bracket slurmctld's decay pass: auto (one PriorityCalcPeriod and 10 s), a duration, or 0 (judge usage against the whole period)."`
-}
-
-func (d *database) enabled() bool { return d.DSNFile != "" || os.Getenv(dsnEnv) != "" }
-
-func (d *database) validate() error {
-	if err := d.dsnFlag.validate(); err != nil {
-		return err
-	}
-	if err := d.driftFlags.validate(); err != nil {
-		return err
-	}
-	return d.reportedTimeout.validate()
-}
-
 // runDatabase rebuilds usage and factors from the database and compares
 // them with what sshare reports.
 func (c *checkCmd) runDatabase(env *runEnv) error {
@@ -60,7 +32,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	set, err := setup(env.log, &c.dsnFlag, &c.slurmFlags)
+	set, err := setup(env.log, &c.DBFlags, &c.SlurmFlags)
 	if err != nil {
 		return err
 	}
@@ -113,7 +85,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	// the comparison serve makes, association by association: the
 	// database against Slurm's usage, with Slurm's formula beside it
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
-		Tolerance: drift.Tolerance{Formula: c.Tolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
+		Tolerance: drift.Tolerance{Formula: c.FormulaTolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
 		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: passRaw, PassGap: gap.Seconds(), InferLag: true}, true)
 	if err != nil {
 		return err

@@ -21,13 +21,7 @@ import (
 // not drift; blank lines count in line numbers; a UTF-8 BOM is skipped.
 func TestCheckInput(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return testenv.WriteFile(t, dir, name, text) }
 	plain := string(readTestdata(t, "slurm-24.11/sshare-a-l-P.txt"))
 	withM := string(readTestdata(t, "slurm-24.11/sshare-a-l-P-m.txt"))
 	line := func(text string, n int) string { return strings.SplitAfter(text, "\n")[n-1] }

@@ -3,13 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 // Two consecutive decay passes of real slurmctld 22.05 in classic mode
@@ -70,11 +69,7 @@ func files(args ...string) []string {
 // writeFile writes text to a file of the test's temporary directory.
 func writeFile(t *testing.T, name, text string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testenv.WriteFile(t, t.TempDir(), name, text)
 }
 
 // marked is the captures as a watch loop writes them: each headed by

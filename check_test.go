@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -148,13 +149,7 @@ func mustMarshal(v any) []byte {
 
 func TestCheckExitCodes(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return testenv.WriteFile(t, dir, name, text) }
 	good := "testdata/slurm-24.11/sshare-a-l-P.txt"
 	// A FairShare changed by hand: drift, exit 1.
 	tampered := write("tampered.txt", strings.Replace(string(readTestdata(t, "slurm-24.11/sshare-a-l-P.txt")), "|0.777778|", "|0.666667|", 1))

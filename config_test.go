@@ -195,8 +195,8 @@ func TestOldFlagNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := c.Check
-	if ch.ReportedTimeout != 7*time.Second || ch.UsageTolerance != 0.02 || ch.FactorTolerance != 0.03 || ch.Tolerance != 0.5 {
+	if ch.ReportedTimeout != 7*time.Second || ch.UsageTolerance != 0.02 || ch.FactorTolerance != 0.03 || ch.FormulaTolerance != 0.5 {
 		t.Errorf("reported.timeout %v, drift.usage-tolerance %v, drift.factor-tolerance %v, drift.formula-tolerance %v: want 7s, 0.02, 0.03 (file), 0.5",
-			ch.ReportedTimeout, ch.UsageTolerance, ch.FactorTolerance, ch.Tolerance)
+			ch.ReportedTimeout, ch.UsageTolerance, ch.FactorTolerance, ch.FormulaTolerance)
 	}
 }

@@ -33,7 +33,7 @@ func TestDSNFile(t *testing.T) {
 			os.WriteFile(path, []byte(tc.content), tc.mode)
 			os.Chmod(path, tc.mode)
 			var logs bytes.Buffer
-			d := dsnFlag{DSNFile: path, DBTimeout: time.Second}
+			d := DBFlags{DSNFile: path, DBTimeout: time.Second}
 			dsn, err := d.dsn(zerolog.New(&logs))
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):

@@ -2,103 +2,48 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
+	"slices"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/alecthomas/kong"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/explain"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 type explainCmd struct {
-	User     string `help:"User to explain (or --job)."`
-	Job      uint32 `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
-	Account  string `help:"Only the user's association under this account (default: all of them)."`
-	Cluster  string `help:"Cluster (default: slurm.conf's ClusterName)."`
-	Output   string `default:"table" enum:"table,json" help:"Output format: table or json."`
-	Reported string `name:"reported.source" default:"sshare" enum:"sshare,none" help:"Show what Slurm reports now (sshare; not with --at) or not (none)."`
-	Demo     bool   `help:"Explain the bundled synthetic cluster of serve --demo (accounts a1, a2, ..., users u41, u42, ...): no database or Slurm needed."`
-	atFlag
-	savedBoot
-	reportedTimeout
-	slurmFlags
-	dsnFlag
-	mauiFlags
-	forecastFlags
+	User    string `help:"User to explain (or --job)."`
+	Job     uint32 `help:"Pending job to explain: its priority factor by factor, next to its association's fairshare path."`
+	Account string `help:"Only the user's association under this account (default: all of them)."`
+	ClusterFlag
+	OutputFlag
+	ReportedFlags
+	DemoFlags
+	AtFlag
+	SavedBoot
+	SlurmFlags
+	DBFlags
+	MauiFlags
+	ForecastFlags
 }
 
+// Validate checks what the flag groups (their own Validate, which kong
+// calls) cannot.
 func (c *explainCmd) Validate() error {
-	if err := c.dsnFlag.validate(); err != nil {
-		return err
-	}
-	if err := c.reportedTimeout.validate(); err != nil {
-		return err
-	}
 	if c.SlurmctldConfigFile != "" && c.At == "" {
 		return errors.New("--slurmctld.config-file: a live run asks slurmctld; give it with --at, the moment it was saved at")
 	}
-	if err := c.forecastFlags.validate(c.User, c.Job); err != nil {
+	if err := c.ForecastFlags.validate(c.User, c.Job); err != nil {
 		return err
 	}
-	return c.mauiFlags.validate()
-}
-
-// AssocName names an association in explain's JSON.
-type AssocName struct {
-	Account   string `json:"account"`
-	User      string `json:"user,omitempty"`
-	Partition string `json:"partition,omitempty"`
-}
-
-// ClusterAt heads explain's answers: which cluster, as of when, under
-// which algorithm.
-type ClusterAt struct {
-	Cluster   string    `json:"cluster"`
-	At        time.Time `json:"at"`
-	Algorithm string    `json:"algorithm"`
-}
-
-// Level is one association on the path from root to the user.
-type Level struct {
-	AssocName
-	Shares   uint32  `json:"shares"`
-	RawUsage float64 `json:"raw_usage"`
-	// Per algorithm, as slurmctld computes them.
-	NormShares     map[string]drift.Num `json:"norm_shares"`
-	NormUsage      drift.Num            `json:"norm_usage"`
-	EffectiveUsage map[string]drift.Num `json:"effective_usage"`
-	LevelFS        drift.Num            `json:"level_fs"`
-	Rank           int32                `json:"rank,omitempty"`
-}
-
-// Explanation answers "why is my priority low?" for one association.
-type Explanation struct {
-	ClusterAt
-	Path     []Level              `json:"path"`
-	Factors  map[string]drift.Num `json:"factors"`
-	Reported *drift.Num           `json:"reported_factor,omitempty"`
-	// FactorRanges are classic's and Fair Tree's factors over every
-	// moment slurmctld's last decay pass may have fallen at (Phase):
-	// what Slurm reports lies inside.
-	FactorRanges map[string][2]drift.Num `json:"factor_ranges,omitempty"`
-	Phase        result.Phase            `json:"phase"`
-	Users        int                     `json:"user_associations"`
-	Reason       string                  `json:"reason"`
-	// Forecast is the recovery forecast (--forecast).
-	Forecast *ForecastExplanation `json:"forecast,omitempty"`
+	return c.one()
 }
 
 func (c *explainCmd) Run(env *runEnv) error {
@@ -113,19 +58,16 @@ func (c *explainCmd) Run(env *runEnv) error {
 	}
 	if c.Demo {
 		demo := &slurmconf.Config{ClusterName: "demo", PriorityType: "priority/multifactor", PriorityCalcPeriod: 5 * time.Minute}
-		return c.explain(env, engine.DemoExplained(at, engine.DemoAssociations), demo, at)
+		return c.explain(env, engine.DemoExplained(at, c.DemoAssociations), demo, at)
 	}
-	set, err := setup(env.log, &c.dsnFlag, &c.slurmFlags)
+	set, err := setup(env.log, &c.DBFlags, &c.SlurmFlags)
 	if err != nil {
 		return err
 	}
 	conf, name := set.conf, set.cluster(c.Cluster)
 	var out *shares.Table
-	if c.Reported == "sshare" && c.At == "" && name == conf.ClusterName && !whatIfMode {
-		sctx, cancel := context.WithTimeout(ctx, c.ReportedTimeout)
-		out, err = sshare.Run(sctx, c.SlurmConf)
-		cancel()
-		if err != nil {
+	if c.At == "" && name == conf.ClusterName && !whatIfMode {
+		if out, err = c.report(ctx, env.log, c.SlurmConf); err != nil {
 			env.log.Warn().Err(err).Msg("what Slurm reports is unknown")
 			out = nil
 		}
@@ -164,15 +106,11 @@ func (c *explainCmd) Run(env *runEnv) error {
 func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Config, at time.Time) error {
 	if len(c.WhatIf) > 0 {
 		changes, _ := c.shareChanges() // checked by Validate
-		x, err := whatIf(in, changes, c.WhatIf, c.User)
+		x, err := explain.Shares(in, changes, c.WhatIf, c.User)
 		if err != nil {
 			return err
 		}
-		if c.Output == "json" {
-			return writeJSON(env.stdout, x)
-		}
-		x.writeTable(env.stdout)
-		return nil
+		return explain.Write(env.stdout, c.Output, x)
 	}
 	in.Detail = true
 	cl, err := engine.Build(in)
@@ -182,213 +120,109 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 	phase := in.Phase
 	phase.Uncertainty = time.Duration(in.PassError(nil).Window * float64(time.Second))
 	if c.Job != 0 {
-		return c.explainJob(env, cl, conf, at, phase)
+		jobs, err := explain.Job(cl, conf, c.Job, at, phase)
+		if err != nil {
+			return err
+		}
+		return explain.Write(env.stdout, c.Output, jobs)
 	}
-	exps, err := explain(cl, at, c.User, c.Account, phase)
+	exps, err := explain.User(cl, at, c.User, c.Account, phase)
 	if err != nil {
 		return err
 	}
 	if c.Forecast.On {
 		for k := range exps {
-			i := treeIndex(in.Tree, exps[k].Path[len(exps[k].Path)-1])
-			if exps[k].Forecast, err = forecast(in, i, c.User, c.Forecast.Threshold, c.ForecastAt...); err != nil {
+			i := explain.TreeIndex(in.Tree, exps[k].Path[len(exps[k].Path)-1])
+			if exps[k].Forecast, err = explain.Forecast(in, i, c.User, c.Forecast.Threshold, c.ForecastAt...); err != nil {
 				return err
 			}
 		}
 	}
-	if c.Output == "json" {
-		return writeJSON(env.stdout, exps)
+	return explain.Write(env.stdout, c.Output, exps)
+}
+
+// forecastFlag is --forecast with an optional THRESHOLD after it
+// (--forecast, --forecast 0.6, --forecast=0.6): a flag kong takes as a
+// bool, which then reads a number if one follows.
+type forecastFlag struct {
+	On        bool
+	Threshold float64 // 0: the association's fair level
+}
+
+func (f *forecastFlag) IsBool() bool { return true }
+
+func (f *forecastFlag) Decode(ctx *kong.DecodeContext) error {
+	f.On = true
+	tok := ctx.Scan.Peek()
+	if tok.Type != kong.FlagValueToken && !tok.IsValue() {
+		return nil
 	}
-	for _, x := range exps {
-		x.writeTable(env.stdout)
+	var v float64
+	switch x := tok.Value.(type) {
+	case bool: // --config.file's true or false
+		ctx.Scan.Pop()
+		f.On = x
+		return nil
+	case float64: // --config.file's number
+		v = x
+	case string:
+		if b, err := strconv.ParseBool(x); err == nil && tok.Type == kong.FlagValueToken {
+			ctx.Scan.Pop() // --forecast=true, $SLURMDBD_EXPORTER_FORECAST
+			f.On = b
+			return nil
+		}
+		var err error
+		if v, err = strconv.ParseFloat(x, 64); err != nil {
+			if tok.Type == kong.FlagValueToken {
+				return fmt.Errorf("threshold %q: expected a factor between 0 and 1", x)
+			}
+			return nil // not ours: kong reports it
+		}
+	default:
+		return nil
 	}
+	if !(v > 0 && v <= 1) {
+		return fmt.Errorf("threshold %v: expected a factor above 0 and at most 1", v)
+	}
+	ctx.Scan.Pop()
+	f.Threshold = v
 	return nil
 }
 
-// treeIndex is the tree association a path's last level is.
-func treeIndex(t *fairshare.Tree, l Level) int {
-	for i := range t.Len() {
-		if a := t.Association(i); a.Account == l.Account && a.User == l.User && a.Partition == l.Partition {
-			return i
-		}
-	}
-	return -1
+// ForecastFlags are explain's recovery forecast and what-if shares.
+type ForecastFlags struct {
+	Forecast forecastFlag `name:"forecast" placeholder:"THRESHOLD" help:"With --user: the factor now and over the next 7 days with no new jobs from the user and the others using the cluster as over --forecast.window or as their running jobs commit, whichever is more, and when it reaches THRESHOLD (default: its fair level) (docs/forecast.md)."`
+	ForecastWindowFlag
+	ForecastAt []time.Duration `name:"forecast.at" placeholder:"DURATION" help:"With --forecast: also show the factor this long from now (repeatable), e.g. a few PriorityCalcPeriods to compare with sshare later."`
+	WhatIf     []string        `name:"what-if" placeholder:"ACCOUNT[/USER]=SHARES" help:"Recompute with these raw shares (repeatable; parent for FairShare=parent) and list the associations whose factor or Fair Tree rank changes (docs/forecast.md). Reads only."`
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+func (f *ForecastFlags) validate(user string, job uint32) error {
+	switch {
+	case f.Forecast.On && user == "":
+		return fmt.Errorf("--forecast: expected --user, the user whose factor to forecast")
+	case f.Forecast.On && len(f.WhatIf) > 0:
+		return fmt.Errorf("--forecast and --what-if: expected one of them")
+	case (f.Forecast.On || len(f.WhatIf) > 0) && job != 0:
+		return fmt.Errorf("--job: not with --forecast or --what-if")
+	case slices.ContainsFunc(f.ForecastAt, func(d time.Duration) bool { return d <= 0 }):
+		return fmt.Errorf("--forecast.at %v: expected positive durations such as 5m", f.ForecastAt)
+	case len(f.ForecastAt) > 0 && !f.Forecast.On:
+		return fmt.Errorf("--forecast.at: expected --forecast")
+	}
+	_, err := f.shareChanges()
+	return err
 }
 
-// explain finds the user's associations and their paths from root.
-func explain(cl result.Cluster, at time.Time, user, account string, phase result.Phase) ([]Explanation, error) {
-	accounts := map[string]*result.Association{}
-	users := 0
-	for i := range cl.Assocs {
-		a := &cl.Assocs[i]
-		if a.User == "" {
-			accounts[a.Account] = a
-		} else {
-			users++
+// shareChanges parses --what-if.
+func (f *ForecastFlags) shareChanges() ([]fairshare.ShareChange, error) {
+	var out []fairshare.ShareChange
+	for _, w := range f.WhatIf {
+		c, err := explain.ParseShareChange(w)
+		if err != nil {
+			return nil, fmt.Errorf("--what-if %w", err)
 		}
-	}
-	var out []Explanation
-	for i := range cl.Assocs {
-		a := &cl.Assocs[i]
-		if a.User != user || (account != "" && a.Account != account) {
-			continue
-		}
-		path := []*result.Association{a}
-		for p := accounts[a.Account]; p != nil; p = accounts[p.Parent] {
-			path = append([]*result.Association{p}, path...)
-			if p.Parent == "" || len(path) > 64 {
-				break
-			}
-		}
-		x := Explanation{ClusterAt: ClusterAt{cl.Name, at, string(cl.Algorithm)}, Users: users, Factors: map[string]drift.Num{
-			"classic": drift.Num(a.Classic.FairShare), "fair_tree": drift.Num(a.FairTree.FairShare),
-			"ticket_based": drift.Num(a.TicketBased), "maui": drift.Num(a.Maui),
-		}}
-		x.Phase = phase
-		if !math.IsNaN(a.ReportedFactor) {
-			r := drift.Num(a.ReportedFactor)
-			x.Reported = &r
-		}
-		if r := a.Range; r != nil {
-			x.FactorRanges = map[string][2]drift.Num{
-				"classic":   {drift.Num(r.Classic[0]), drift.Num(r.Classic[1])},
-				"fair_tree": {drift.Num(r.FairTree[0]), drift.Num(r.FairTree[1])},
-			}
-		}
-		for _, p := range path {
-			x.Path = append(x.Path, Level{AssocName: AssocName{p.Account, p.User, p.Partition}, Shares: p.Shares, RawUsage: p.RawUsage,
-				NormShares:     map[string]drift.Num{"classic": drift.Num(p.Classic.NormShares), "fair_tree": drift.Num(p.FairTree.NormShares)},
-				NormUsage:      drift.Num(p.Classic.NormUsage),
-				EffectiveUsage: map[string]drift.Num{"classic": drift.Num(p.Classic.EffectiveUsage), "fair_tree": drift.Num(p.FairTree.EffectiveUsage)},
-				LevelFS:        drift.Num(p.FairTree.LevelFS), Rank: p.FairTree.Rank})
-		}
-		x.Reason = reason(cl, path)
-		out = append(out, x)
-	}
-	if len(out) == 0 {
-		what := fmt.Sprintf("user %q", user)
-		if account != "" {
-			what += fmt.Sprintf(" under account %q", account)
-		}
-		return nil, fmt.Errorf("%s: no association in cluster %s", what, cl.Name)
+		out = append(out, c)
 	}
 	return out, nil
-}
-
-// reason names the level on the path that used most over its share: the
-// one that holds the factor down. Under Fair Tree that is the lowest
-// LevelFS (usage over shares among siblings); classic compares effective
-// usage with normalized shares of the whole cluster.
-func reason(cl result.Cluster, path []*result.Association) string {
-	worst, ratio := -1, 0.0
-	for i, p := range path[1:] {
-		var r float64
-		if cl.Algorithm == fairshare.AlgorithmFairTree {
-			r = 1 / p.FairTree.LevelFS
-		} else if p.Classic.NormShares > 0 {
-			r = p.Classic.EffectiveUsage / p.Classic.NormShares
-		}
-		if !math.IsNaN(r) && !math.IsInf(r, 0) && r > ratio {
-			worst, ratio = i+1, r
-		}
-	}
-	hl := cl.Config.HalfLife
-	window := fmt.Sprintf("over the decayed history (half-life %s)", humanDuration(hl))
-	if hl == 0 {
-		window = "since the last usage reset"
-	}
-	if worst < 0 || ratio <= 1 {
-		return "No level on the path has used more than its share " + window + "; the factor is set by siblings and other users, not by this user's usage."
-	}
-	p := path[worst]
-	who := "account " + p.Account
-	if p.User != "" {
-		who = "user " + p.User + " (account " + p.Account + ")"
-	}
-	among := "of its share among its siblings"
-	if cl.Algorithm != fairshare.AlgorithmFairTree {
-		among = "of its share of the cluster"
-	}
-	return fmt.Sprintf("%s has used %.1f× %s %s.", who, ratio, among, window)
-}
-
-func humanDuration(d time.Duration) string {
-	if d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
-	}
-	return d.String()
-}
-
-// term makes a name from the database or Slurm safe to print on a
-// terminal: control characters (escape sequences, CR, tabs and newlines,
-// which would also break the table) and bytes that are not UTF-8 are
-// written as Go escapes. JSON output escapes them itself.
-func term(s string) string {
-	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			q := strconv.QuoteToGraphic(s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
-}
-
-func (x Explanation) writeTable(w io.Writer) {
-	fmt.Fprintf(w, "cluster %s at %s, %s (slurm.conf)\n\n", term(x.Cluster), x.At.Format(time.RFC3339), x.Algorithm)
-	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "association\tshares\tnorm shares (classic)\tnorm shares (fair tree)\traw usage\tnorm usage\teff usage (classic)\teff usage (fair tree)\tlevel_fs\trank\t")
-	for i, l := range x.Path {
-		name := strings.Repeat(" ", i) + term(l.Account)
-		if l.User != "" {
-			name = strings.Repeat(" ", i) + term(l.User)
-			if l.Partition != "" {
-				name += " (" + term(l.Partition) + ")"
-			}
-		}
-		rank := ""
-		if l.Rank > 0 {
-			rank = fmt.Sprintf("%d/%d", l.Rank, x.Users)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", name, l.Shares, num(l.NormShares["classic"]), num(l.NormShares["fair_tree"]),
-			l.RawUsage, num(l.NormUsage), num(l.EffectiveUsage["classic"]), num(l.EffectiveUsage["fair_tree"]), num(l.LevelFS), rank)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "\nfactor: classic %s, fair_tree %s, ticket_based %s (what-if), maui %s (what-if)", num(x.Factors["classic"]), num(x.Factors["fair_tree"]), num(x.Factors["ticket_based"]), num(x.Factors["maui"]))
-	if x.Reported != nil {
-		fmt.Fprintf(w, "; Slurm reports %s", num(*x.Reported))
-	}
-	if c, f := x.FactorRanges["classic"], x.FactorRanges["fair_tree"]; wide(c) || wide(f) {
-		fmt.Fprintf(w, "\n%s: classic %s, fair_tree %s", x.Phase.Describe(), numRange(c), numRange(f))
-	}
-	fmt.Fprintf(w, "\n%s\n\n", term(x.Reason))
-	if x.Forecast != nil {
-		x.Forecast.writeTable(w)
-	}
-}
-
-// num prints a value as the table shows it: - for blank, inf, %.6f.
-func num(n drift.Num) string {
-	switch f := float64(n); {
-	case math.IsNaN(f):
-		return "-"
-	case math.IsInf(f, 1):
-		return "inf"
-	}
-	return fmt.Sprintf("%.6f", float64(n))
-}
-
-// wide: r spans more than the six decimals the table prints.
-func wide(r [2]drift.Num) bool { return float64(r[1]-r[0]) >= 1e-6 }
-
-func numRange(r [2]drift.Num) string {
-	if !wide(r) {
-		return num(r[0])
-	}
-	return num(r[0]) + "–" + num(r[1])
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,32 +14,66 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
-// The flag groups the commands share: one name and one meaning per
-// concept. Names an earlier release used stay as hidden aliases (kong
-// shows no flag alias in --help) for one more release: --sshare-timeout,
-// --usage-tolerance, --factor-tolerance and --tolerance (check).
+// What the commands share: how they run and the flag groups, one name,
+// one default and one set of values per concept. kong calls each group's
+// Validate itself (Context.Validate walks the selected command's
+// embedded structs: their types must be exported). Names an earlier
+// release used stay as hidden aliases (kong shows no flag alias in
+// --help) for one more release: --sshare-timeout, --usage-tolerance,
+// --factor-tolerance and --tolerance (check).
+
+// runEnv is what every command's Run receives.
+type runEnv struct {
+	stdout  io.Writer
+	log     zerolog.Logger
+	version string // for serve's landing page
+}
+
+// Exit codes: 0 fine, 1 drift found, 2 any error (bad flags included).
+const (
+	exitDrift = 1
+	exitError = 2
+)
+
+// exitCode carries a status other than success or error out of a command.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // dsnEnv holds the database DSN when no --dsn-file is given. There is no
 // flag for the DSN itself: a password on a command line is visible to
 // every user of the host.
 const dsnEnv = "SLURMDBD_EXPORTER_DSN"
 
-// dsnFlag is where the database DSN comes from, and how long a query may
+// DBFlags are where the database DSN comes from, and how long a query may
 // take: every command that reads the database has both.
-type dsnFlag struct {
+type DBFlags struct {
 	DSNFile   string        `name:"dsn-file" type:"path" help:"File holding the database DSN, user:password@tcp(host:3306)/slurm_acct_db (or set $SLURMDBD_EXPORTER_DSN)."`
 	DBTimeout time.Duration `name:"db.timeout" default:"30s" help:"Limit for connecting and for each database query."`
 }
 
+func (d *DBFlags) Validate() error {
+	if d.DBTimeout <= 0 {
+		return fmt.Errorf("--db.timeout %v: expected a positive duration", d.DBTimeout)
+	}
+	return nil
+}
+
+// given reports whether a DSN is given, by file or environment.
+func (d *DBFlags) given() bool { return d.DSNFile != "" || os.Getenv(dsnEnv) != "" }
+
 // required is the DSN, which must be given.
-func (d *dsnFlag) required(log zerolog.Logger) (string, error) {
+func (d *DBFlags) required(log zerolog.Logger) (string, error) {
 	dsn, err := d.dsn(log)
 	if err == nil && dsn == "" {
 		err = errors.New("no database DSN: expected --dsn-file or $" + dsnEnv)
@@ -51,7 +86,7 @@ const maxDSNFile = 64 << 10
 
 // dsn reads the DSN. A file that others can read is warned about: it
 // holds the database password.
-func (d *dsnFlag) dsn(log zerolog.Logger) (string, error) {
+func (d *DBFlags) dsn(log zerolog.Logger) (string, error) {
 	if d.DSNFile == "" {
 		return os.Getenv(dsnEnv), nil
 	}
@@ -78,29 +113,36 @@ func (d *dsnFlag) dsn(log zerolog.Logger) (string, error) {
 	return dsn, nil
 }
 
-func (d *dsnFlag) validate() error {
-	if d.DBTimeout <= 0 {
-		return fmt.Errorf("--db.timeout %v: expected a positive duration", d.DBTimeout)
-	}
-	return nil
-}
-
-// slurmFlags say where slurmctld's settings and state are.
-type slurmFlags struct {
+// SlurmFlags say where slurmctld's settings and state are.
+type SlurmFlags struct {
 	SlurmConf string `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf: the priority settings, and ClusterName, the cluster whose reports are compared."`
 	StateDir  string `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf, when readable)."`
 }
 
-// savedBoot is slurmctld's boot for a replay of a capture: what a live
+// ClusterFlag is the clusters to read. serve exports each; check and
+// explain answer for one (their Validate).
+type ClusterFlag struct {
+	Cluster []string `help:"Cluster to read (serve: repeatable, default every cluster in cluster_table; check and explain: one, default slurm.conf's ClusterName)."`
+}
+
+// one is an error unless at most one cluster is given.
+func (c *ClusterFlag) one() error {
+	if len(c.Cluster) > 1 {
+		return fmt.Errorf("--cluster %s: expected one cluster (serve takes several)", strings.Join(c.Cluster, ","))
+	}
+	return nil
+}
+
+// SavedBoot is slurmctld's boot for a replay of a capture: what a live
 // run asks slurmctld. The boot orders tied Fair Tree siblings and says
 // which finished jobs' tails fell at passes of the boot whose phase is
 // known.
-type savedBoot struct {
+type SavedBoot struct {
 	SlurmctldConfigFile string `name:"slurmctld.config-file" type:"existingfile" help:"A replay's slurmctld boot: the output of 'scontrol show config' saved with the --sshare-file (check) or at the --at moment (explain), whose BOOT_TIME is read as a live run reads it from scontrol (without it, slurmctld's boot is unknown)."`
 }
 
 // saved is the saved BOOT_TIME as engine.Exporter.BootTime.
-func (s *savedBoot) saved() (func(context.Context) (time.Time, error), error) {
+func (s *SavedBoot) saved() (func(context.Context) (time.Time, error), error) {
 	b, _, err := regular.Read(s.SlurmctldConfigFile, sshare.MaxBytes)
 	if err == nil {
 		var boot time.Time
@@ -117,51 +159,21 @@ func oneShot(log zerolog.Logger) zerolog.Logger {
 	return log.Level(max(log.GetLevel(), zerolog.WarnLevel))
 }
 
-// reportedTimeout bounds one read of what Slurm reports.
-type reportedTimeout struct {
+// ReportedTimeoutFlag bounds one read of what Slurm reports.
+type ReportedTimeoutFlag struct {
 	ReportedTimeout time.Duration `name:"reported.timeout" aliases:"sshare-timeout" default:"30s" help:"Limit for one read of what Slurm reports; sshare is killed when it passes."`
 }
 
-// driftFlags are how far the database's side may be from Slurm's before
-// it counts as drift.
-type driftFlags struct {
-	UsageTolerance  float64 `name:"drift.usage-tolerance" aliases:"usage-tolerance" default:"0.005" help:"Usage drift allowed between the database's RawUsage and Slurm's (relative; 0.005 is 0.5%)."`
-	FactorTolerance float64 `name:"drift.factor-tolerance" aliases:"factor-tolerance" default:"0.01" help:"Effect of usage drift on the factor allowed (absolute)."`
-}
-
-// mauiFlags configure the Maui what-if view.
-type mauiFlags struct {
-	MauiInterval time.Duration `name:"maui.fsinterval" default:"12h" help:"Maui what-if view: FSINTERVAL, the length of a window (0 turns the view off)."`
-	MauiDepth    int           `name:"maui.fsdepth" default:"8" help:"Maui what-if view: FSDEPTH, the number of windows."`
-	MauiDecay    float64       `name:"maui.fsdecay" default:"1.0" help:"Maui what-if view: FSDECAY, the weight ratio of successive windows (1: none)."`
-}
-
-func (m *mauiFlags) config() fairshare.MauiConfig {
-	return fairshare.MauiConfig{Depth: m.MauiDepth, Decay: m.MauiDecay}
-}
-
-func (m *mauiFlags) validate() error {
-	if m.MauiInterval < 0 {
-		return fmt.Errorf("--maui.fsinterval %v: expected a duration >= 0", m.MauiInterval)
-	}
-	return m.config().Validate()
-}
-
-// atFlag is the moment check and explain compute for.
-type atFlag struct {
-	At string `help:"Compute as of this moment: unix seconds or RFC 3339 (default: now); usage recorded after it is not counted. check compares it with an --sshare-file taken at that moment, and takes START/END too: the moments the file was read between (as a live read's, whose middle is the moment, and which a decay pass may have fallen in)."`
-}
-
-func (d *driftFlags) validate() error {
-	if !(d.UsageTolerance >= 0) || !(d.FactorTolerance >= 0) {
-		return fmt.Errorf("--drift.usage-tolerance %v, --drift.factor-tolerance %v: expected numbers >= 0", d.UsageTolerance, d.FactorTolerance)
+func (r *ReportedTimeoutFlag) Validate() error {
+	if r.ReportedTimeout <= 0 {
+		return fmt.Errorf("--reported.timeout %v: expected a positive duration", r.ReportedTimeout)
 	}
 	return nil
 }
 
 // bootTime asks slurmctld when it started, within the timeout: its order
 // of tied Fair Tree siblings follows from it.
-func (r *reportedTimeout) bootTime(slurmConf string) func(context.Context) (time.Time, error) {
+func (r *ReportedTimeoutFlag) bootTime(slurmConf string) func(context.Context) (time.Time, error) {
 	return func(ctx context.Context) (time.Time, error) {
 		ctx, cancel := context.WithTimeout(ctx, r.ReportedTimeout)
 		defer cancel()
@@ -169,11 +181,155 @@ func (r *reportedTimeout) bootTime(slurmConf string) func(context.Context) (time
 	}
 }
 
-func (r *reportedTimeout) validate() error {
-	if r.ReportedTimeout <= 0 {
-		return fmt.Errorf("--reported.timeout %v: expected a positive duration", r.ReportedTimeout)
+// ReportedFlags are where serve and explain read what Slurm reports
+// (check reads sshare or --sshare-file, with ReportedTimeoutFlag alone).
+type ReportedFlags struct {
+	ReportedTimeoutFlag
+	ReportedSource string `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none (explain reads it only for the present: not with --at)."`
+	RestURL        string `name:"slurmrestd.url" default:"http://localhost:6820" help:"slurmrestd base URL: http(s)://host:port, or unix:///path/to/slurmrestd.socket for one listening on a unix socket (rest_auth/local: no token needed)."`
+	RestVersion    string `name:"slurmrestd.api-version" help:"data_parser version of the shares endpoint, /slurm/<version>/shares (v0.0.40 and later; default: the newest of v0.0.45 to v0.0.40 the server serves, detected at the first request and again when it answers 404)."`
+	RestUser       string `name:"slurmrestd.user" default:"root" help:"User name sent as X-SLURM-USER-NAME."`
+	RestTokenFile  string `name:"slurmrestd.token-file" type:"path" help:"File holding the JWT sent as X-SLURM-USER-TOKEN, read at every request (required for an http(s) --slurmrestd.url; optional for a unix socket)."`
+}
+
+func (r *ReportedFlags) Validate() error {
+	if r.ReportedSource != "slurmrestd" {
+		return nil
+	}
+	rest, err := sshare.NewREST(nil, r.RestURL, r.RestVersion, r.RestUser)
+	if err != nil {
+		return fmt.Errorf("--reported.source slurmrestd: %w", err)
+	}
+	if r.RestTokenFile == "" && !rest.Local() {
+		return errors.New("--reported.source slurmrestd with an http(s) --slurmrestd.url: expected --slurmrestd.token-file (a unix:/// socket served with rest_auth/local needs none)")
 	}
 	return nil
+}
+
+// restReport reads the shares from slurmrestd, with the token read from
+// --slurmrestd.token-file at every request when one is given. Without
+// --slurmrestd.api-version, the version is detected and logged.
+func (r *ReportedFlags) restReport(log zerolog.Logger) (engine.ReportFunc, error) {
+	rest, err := sshare.NewREST(nil, r.RestURL, r.RestVersion, r.RestUser)
+	if err != nil {
+		return nil, err
+	}
+	rest.Chose = func(v string) {
+		log.Info().Str("url", rest.String()).Str("api_version", v).Msg("slurmrestd: reading /shares at the newest data_parser version it serves")
+	}
+	return rest.FetchFunc(r.RestTokenFile), nil
+}
+
+// source is what --reported.source reads (nil: none) and, for sshare,
+// how slurmctld's boot time is asked (nil: not asked).
+func (r *ReportedFlags) source(log zerolog.Logger, slurmConf string) (read engine.ReportFunc, boot func(context.Context) (time.Time, error), err error) {
+	switch r.ReportedSource {
+	case "sshare":
+		read = func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, slurmConf) }
+		boot = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, slurmConf) }
+	case "slurmrestd":
+		read, err = r.restReport(log)
+	}
+	return read, boot, err
+}
+
+// report reads what Slurm reports once, within --reported.timeout, from
+// --reported.source (nil for none).
+func (r *ReportedFlags) report(ctx context.Context, log zerolog.Logger, slurmConf string) (*shares.Table, error) {
+	read, _, err := r.source(log, slurmConf)
+	if read == nil || err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.ReportedTimeout)
+	defer cancel()
+	return read(ctx)
+}
+
+// DriftFlags are how far the database's side and Slurm's formula may be
+// from what Slurm reports before it counts as drift. The defaults are
+// drift.DefaultTolerance's (kong.Vars in newParser), which explain and
+// serve --demo use.
+type DriftFlags struct {
+	// One default for serve and check: on every capture of
+	// testdata (130 reports of 22.05 to 26.05 and the six recorded
+	// series) 1e-6 and 1e-4 judge alike; the largest formula
+	// difference beyond print precision is 3e-7 to 5e-7 (half sshare's
+	// sixth decimal), and serve compares while slurmctld's passes go on
+	// (docs/serve.md).
+	FormulaTolerance float64 `name:"drift.formula-tolerance" aliases:"tolerance" default:"${formula_tolerance}" help:"Formula drift allowed on top of what the inputs' precision explains (absolute; sshare prints 6 decimals)."`
+	UsageTolerance   float64 `name:"drift.usage-tolerance" aliases:"usage-tolerance" default:"${usage_tolerance}" help:"Usage drift allowed between the database's RawUsage and Slurm's (relative; 0.005 is 0.5%)."`
+	FactorTolerance  float64 `name:"drift.factor-tolerance" aliases:"factor-tolerance" default:"${factor_tolerance}" help:"Effect of usage drift on the factor allowed (absolute)."`
+}
+
+func (d *DriftFlags) Validate() error {
+	if !(d.FormulaTolerance >= 0) {
+		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", d.FormulaTolerance)
+	}
+	if !(d.UsageTolerance >= 0) || !(d.FactorTolerance >= 0) {
+		return fmt.Errorf("--drift.usage-tolerance %v, --drift.factor-tolerance %v: expected numbers >= 0", d.UsageTolerance, d.FactorTolerance)
+	}
+	return nil
+}
+
+// toleranceVars are DriftFlags' defaults for kong.
+func toleranceVars() map[string]string {
+	t := drift.DefaultTolerance
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	return map[string]string{"formula_tolerance": f(t.Formula), "usage_tolerance": f(t.Usage), "factor_tolerance": f(t.Factor)}
+}
+
+// MauiFlags configure the Maui what-if view.
+type MauiFlags struct {
+	MauiInterval time.Duration `name:"maui.fsinterval" default:"12h" help:"Maui what-if view: FSINTERVAL, the length of a window (0 turns the view off)."`
+	MauiDepth    int           `name:"maui.fsdepth" default:"8" help:"Maui what-if view: FSDEPTH, the number of windows."`
+	MauiDecay    float64       `name:"maui.fsdecay" default:"1.0" help:"Maui what-if view: FSDECAY, the weight ratio of successive windows (1: none)."`
+}
+
+func (m *MauiFlags) config() fairshare.MauiConfig {
+	return fairshare.MauiConfig{Depth: m.MauiDepth, Decay: m.MauiDecay}
+}
+
+func (m *MauiFlags) Validate() error {
+	if m.MauiInterval < 0 {
+		return fmt.Errorf("--maui.fsinterval %v: expected a duration >= 0", m.MauiInterval)
+	}
+	return m.config().Validate()
+}
+
+// ForecastWindowFlag is the rolled-up usage a recovery forecast assumes the
+// others keep using at (serve's metric, explain --forecast).
+type ForecastWindowFlag struct {
+	ForecastWindow time.Duration `name:"forecast.window" default:"168h" help:"The rolled-up usage whose rate the recovery forecast assumes the others keep (serve: with --collector.extended; explain: with --forecast) (docs/forecast.md)."`
+}
+
+func (f *ForecastWindowFlag) Validate() error {
+	if f.ForecastWindow <= 0 {
+		return fmt.Errorf("--forecast.window %v: expected a positive duration such as 168h", f.ForecastWindow)
+	}
+	return nil
+}
+
+// DemoFlags are the bundled synthetic cluster, for serve and explain.
+type DemoFlags struct {
+	Demo             bool `help:"Use the bundled synthetic cluster (accounts a1, a2, ..., users u41, u42, ...): serve serves it, explain explains it; no database or Slurm needed."`
+	DemoAssociations int  `name:"demo.associations" default:"${demo_size}" help:"Associations in the --demo cluster."`
+}
+
+func (d *DemoFlags) Validate() error {
+	if d.DemoAssociations < 2 || d.DemoAssociations > 1_000_000 {
+		return fmt.Errorf("--demo.associations %d: expected 2 to 1000000", d.DemoAssociations)
+	}
+	return nil
+}
+
+// OutputFlag is how check and explain print.
+type OutputFlag struct {
+	Output string `default:"table" enum:"table,json" help:"Output format: table or json."`
+}
+
+// AtFlag is the moment check and explain compute for.
+type AtFlag struct {
+	At string `help:"Compute as of this moment: unix seconds or RFC 3339 (default: now); usage recorded after it is not counted. check compares it with an --sshare-file taken at that moment, and takes START/END too: the moments the file was read between (as a live read's, whose middle is the moment, and which a decay pass may have fallen in)."`
 }
 
 // clusterSetup is what every command that reads the database starts
@@ -186,7 +342,7 @@ type clusterSetup struct {
 
 // setup reads slurm.conf and the DSN; the state directory defaults to
 // slurm.conf's StateSaveLocation.
-func setup(log zerolog.Logger, d *dsnFlag, s *slurmFlags) (*clusterSetup, error) {
+func setup(log zerolog.Logger, d *DBFlags, s *SlurmFlags) (*clusterSetup, error) {
 	conf, err := loadSlurmConf(s.SlurmConf)
 	if err != nil {
 		return nil, err
@@ -202,12 +358,13 @@ func setup(log zerolog.Logger, d *dsnFlag, s *slurmFlags) (*clusterSetup, error)
 	return &clusterSetup{conf: conf, dsn: dsn, stateDir: stateDir}, nil
 }
 
-// cluster is name, or slurm.conf's ClusterName when name is empty.
-func (c *clusterSetup) cluster(name string) string {
-	if name == "" {
+// cluster is the one --cluster (ClusterFlag.one), or slurm.conf's
+// ClusterName when none is given.
+func (c *clusterSetup) cluster(names []string) string {
+	if len(names) == 0 {
 		return c.conf.ClusterName
 	}
-	return name
+	return names[0]
 }
 
 func parseAt(s string, now time.Time) (time.Time, error) {

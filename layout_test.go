@@ -6,22 +6,28 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/kong"
 )
 
-// commandFiles are each command's files; what they share lives in
-// main.go, flags.go and config.go.
+// commandFiles are each command's files. What they share lives in
+// flags.go; main.go wires them and is used by none.
 var commandFiles = map[string]string{
-	"serve.go": "serve", "check.go": "check", "check_db.go": "check", "explain.go": "explain", "explain_job.go": "explain",
+	"serve.go": "serve", "check.go": "check", "check_db.go": "check", "explain.go": "explain",
 }
 
-// TestCommandsUseSharedSetup: no command's file uses a declaration of
-// another command's file: the setup every command needs (DSN, slurm.conf,
-// --at, tolerances) lives in flags.go, so that a change to one command
-// cannot change another behind its back.
+// TestCommandsUseSharedSetup: a command's file uses no declaration of
+// main.go or of another command's file: the setup every command needs
+// (DSN, slurm.conf, --at, tolerances, runEnv and the exit codes) lives
+// in flags.go, so that a change to one command cannot change another
+// behind its back, and main.go stays wiring.
 func TestCommandsUseSharedSetup(t *testing.T) {
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")
@@ -51,8 +57,123 @@ func TestCommandsUseSharedSetup(t *testing.T) {
 		}
 		user := filepath.Base(fset.Position(id.Pos()).Filename)
 		owner := filepath.Base(fset.Position(obj.Pos()).Filename)
-		if cu, co := commandFiles[user], commandFiles[owner]; cu != "" && co != "" && cu != co {
-			t.Errorf("%s (%s) uses %s of %s (%s): move it to flags.go", user, cu, id.Name, owner, co)
+		if cu, co := commandFiles[user], commandFiles[owner]; cu != "" && co != cu && owner != "flags.go" {
+			t.Errorf("%s (%s) uses %s of %s: move it to flags.go", user, cu, id.Name, owner)
+		}
+	}
+}
+
+// TestFlagGroupsValidated: every struct a command embeds is of an
+// exported type. kong calls the Validate of embedded flag groups itself
+// (Context.Validate, walkEmbedded), but skips unexported fields, and an
+// embedded field of an unexported type is one: its Validate would
+// silently never run.
+func TestFlagGroupsValidated(t *testing.T) {
+	var walk func(path string, typ reflect.Type)
+	walk = func(path string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.Anonymous || f.Type.Kind() != reflect.Struct {
+				continue
+			}
+			if !f.IsExported() {
+				t.Errorf("%s embeds %s, an unexported type: kong would not call its Validate", path, f.Type.Name())
+			}
+			walk(path+"."+f.Name, f.Type)
+		}
+	}
+	root := reflect.TypeFor[cli]()
+	n := 0
+	for i := range root.NumField() {
+		f := root.Field(i)
+		_, cmd := f.Tag.Lookup("cmd")
+		_, embed := f.Tag.Lookup("embed")
+		if cmd || embed {
+			walk(f.Name, f.Type)
+			n++
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d commands and groups walked: expected serve, check, explain and the log flags", n)
+	}
+}
+
+// layers order the project's packages: a package imports only packages
+// of a lower layer, so that imports run one way, from the command line
+// down to the math. internal/ packages are helpers outside the order:
+// they import layer 0 and each other, and anyone imports them; so are
+// the top-level ones (package main, cmd/, e2e/, packaging/, dashboards/),
+// which nothing imports.
+var layers = map[string]int{
+	// pure computation and plain data
+	"fairshare": 0, "priority": 0,
+	"shares": 1, "result": 1, "slurmconf": 1, "slurmstate": 1,
+	// one source each: the database, what Slurm reports, the comparison
+	"slurmdbd": 2, "sshare": 2, "drift": 2,
+	// the pipeline, and the metrics it publishes to through an interface
+	"engine": 3, "collector": 3,
+	"explain": 4,
+}
+
+// denied are imports the layers allow but the design does not: explain
+// answers from engine's inputs, never from the database or the metrics.
+var denied = map[string][]string{"explain": {"slurmdbd", "collector"}}
+
+// TestImportsGoDown: see layers. A new package must be given a layer.
+func TestImportsGoDown(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	mod, err := exec.Command("go", "list", "-m").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.TrimSpace(string(mod))
+	local := func(p string) (string, bool) {
+		if p == prefix {
+			return "", true
+		}
+		rest, ok := strings.CutPrefix(p, prefix+"/")
+		return rest, ok
+	}
+	top := func(p string) bool {
+		for _, dir := range []string{"cmd/", "e2e", "packaging", "dashboards/"} {
+			if strings.HasPrefix(p, dir) {
+				return true
+			}
+		}
+		return p == ""
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := local(fields[0])
+		if !ok || top(pkg) {
+			continue
+		}
+		internal := strings.HasPrefix(pkg, "internal/")
+		layer, ranked := layers[pkg]
+		if !ranked && !internal {
+			t.Errorf("%s has no layer: add it to layers", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			dep, ok := local(imp)
+			if !ok {
+				continue
+			}
+			dl, depRanked := layers[dep]
+			switch {
+			case top(dep):
+				t.Errorf("%s imports %s: nothing imports package main, cmd/, e2e/ or packaging/", pkg, dep)
+			case strings.HasPrefix(dep, "internal/"):
+			case internal && dl > 0:
+				t.Errorf("%s imports %s: internal/ helpers import only layer 0 (fairshare, priority) and each other", pkg, dep)
+			case !internal && depRanked && dl >= layer:
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports go down only", pkg, layer, dep, dl)
+			case slices.Contains(denied[pkg], dep):
+				t.Errorf("%s imports %s: denied (see denied)", pkg, dep)
+			}
 		}
 	}
 }
@@ -74,6 +195,46 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 			case "os/exec", "net", "net/http", "database/sql":
 				t.Errorf("%s depends on %s: expected pure computation (no process, network or database)", pkg, dep)
 			}
+		}
+	}
+}
+
+// TestGroupsValidateOnEveryCommand: kong calls each group's Validate on
+// whichever command embeds it, nested groups (ReportedFlags's timeout)
+// included: no command calls them by hand.
+func TestGroupsValidateOnEveryCommand(t *testing.T) {
+	t.Setenv(dsnEnv, "")
+	serve, check, explain := []string{"serve", "--demo"}, []string{"check", "--sshare-file", "layout_test.go"}, []string{"explain", "--demo", "--user", "u"}
+	for _, tc := range []struct {
+		cmd  []string
+		bad  []string
+		want string
+	}{
+		{serve, []string{"--reported.timeout", "0s"}, "--reported.timeout"},
+		{check, []string{"--reported.timeout", "0s"}, "--reported.timeout"},
+		{explain, []string{"--reported.timeout", "0s"}, "--reported.timeout"},
+		{serve, []string{"--db.timeout", "-1s"}, "--db.timeout"},
+		{check, []string{"--db.timeout", "-1s"}, "--db.timeout"},
+		{explain, []string{"--db.timeout", "-1s"}, "--db.timeout"},
+		{serve, []string{"--drift.formula-tolerance", "-1"}, "--drift.formula-tolerance"},
+		{check, []string{"--tolerance", "-1"}, "--drift.formula-tolerance"},
+		{serve, []string{"--maui.fsinterval", "-1h"}, "--maui.fsinterval"},
+		{explain, []string{"--maui.fsinterval", "-1h"}, "--maui.fsinterval"},
+		{serve, []string{"--forecast.window", "0s"}, "--forecast.window"},
+		{explain, []string{"--forecast.window", "0s"}, "--forecast.window"},
+		{serve, []string{"--demo.associations", "1"}, "--demo.associations"},
+		{explain, []string{"--demo.associations", "1"}, "--demo.associations"},
+		{check, []string{"--cluster", "a", "--cluster", "b"}, "--cluster a,b: expected one cluster"},
+		{explain, []string{"--cluster", "a,b"}, "--cluster a,b: expected one cluster"},
+	} {
+		var c cli
+		p, err := newParser(&c, kong.Exit(func(int) {}), kong.Writers(io.Discard, io.Discard))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(slices.Clone(tc.cmd), tc.bad...)
+		if _, err := p.Parse(args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error naming %s", args, err, tc.want)
 		}
 	}
 }

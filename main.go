@@ -15,17 +15,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/configfile"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
-
-// Exit codes: 0 fine, 1 drift found, 2 any error (bad flags included).
-const (
-	exitDrift = 1
-	exitError = 2
-)
 
 type logFlags struct {
 	Level  string `name:"level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
@@ -35,17 +30,12 @@ type logFlags struct {
 type cli struct {
 	Log     logFlags         `embed:"" prefix:"log."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
-	Config  configFile       `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
+	Config  configfile.File  `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
 
 	Serve   serveCmd   `cmd:"" help:"Serve Prometheus metrics: fairshare recomputed from slurmdbd, what Slurm reports, and the drift between them."`
 	Explain explainCmd `cmd:"" help:"Why is a user's priority low? The path from root with shares, usage, level_fs and rank, the factor under each algorithm, and what holds it down; with --job, a pending job's priority factor by factor."`
 	Check   checkCmd   `cmd:"" help:"Recompute fairshare and compare it with what Slurm reports. Exit 0: within tolerance, 1: drift, 2: error."`
 }
-
-// exitCode carries a status other than success or error out of a command.
-type exitCode int
-
-func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -73,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := newLogger(c.Log, stderr)
 	slurmdbd.LogDriver(func(msg string) { logger.Warn().Str("component", "mysql driver").Msg(msg) })
-	err = ctx.Run(&runEnv{stdout: stdout, log: logger})
+	err = ctx.Run(&runEnv{stdout: stdout, log: logger, version: versionString()})
 	var ec exitCode
 	switch {
 	case err == nil:
@@ -88,11 +78,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // newParser is the command line, for run and for docs/configuration.md.
 func newParser(c *cli, opts ...kong.Option) (*kong.Kong, error) {
+	vars := kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(engine.DemoAssociations)}
 	return kong.New(c, append([]kong.Option{
 		kong.Name("slurmdbd_exporter"),
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
-		kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(engine.DemoAssociations)},
+		vars.CloneWith(toleranceVars()),
 	}, opts...)...)
 }
 
@@ -117,12 +108,6 @@ func parse(p *kong.Kong, args []string) (ctx *kong.Context, code int, done bool)
 		return nil, exitError, true
 	}
 	return ctx, 0, false
-}
-
-// runEnv is what every command's Run receives.
-type runEnv struct {
-	stdout io.Writer
-	log    zerolog.Logger
 }
 
 func newLogger(f logFlags, w io.Writer) zerolog.Logger {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,14 +21,10 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
-
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 )
 
 // gcPercent is serve's garbage collection target unless GOGC sets one.
@@ -50,64 +45,43 @@ type serveCmd struct {
 	SystemdSocket bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of --web.listen-address."`
 	WebConfig     string   `name:"web.config.file" type:"existingfile" help:"exporter-toolkit web configuration file: TLS and basic authentication (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md)."`
 
-	dsnFlag
-	slurmFlags
-	reportedTimeout
-	driftFlags
-	mauiFlags
-	Cluster         []string      `help:"Cluster to export (repeatable; default: every cluster in cluster_table)."`
+	DBFlags
+	SlurmFlags
+	ClusterFlag
 	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
 	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history ('': none)."`
 
-	ReportedSource   string        `name:"reported.source" default:"sshare" enum:"sshare,slurmrestd,none" help:"Where to read what Slurm reports: sshare, slurmrestd or none."`
+	ReportedFlags
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
 	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
-	RestURL          string        `name:"slurmrestd.url" default:"http://localhost:6820" help:"slurmrestd base URL: http(s)://host:port, or unix:///path/to/slurmrestd.socket for one listening on a unix socket (rest_auth/local: no token needed)."`
-	RestVersion      string        `name:"slurmrestd.api-version" help:"data_parser version of the shares endpoint, /slurm/<version>/shares (v0.0.40 and later; default: the newest of v0.0.45 to v0.0.40 the server serves, detected at the first request and again when it answers 404)."`
-	RestUser         string        `name:"slurmrestd.user" default:"root" help:"User name sent as X-SLURM-USER-NAME."`
-	RestTokenFile    string        `name:"slurmrestd.token-file" type:"path" help:"File holding the JWT sent as X-SLURM-USER-TOKEN, read at every request (required for an http(s) --slurmrestd.url; optional for a unix socket)."`
+	DriftFlags
+	MauiFlags
 
-	FormulaTolerance float64 `name:"drift.formula-tolerance" default:"1e-4" help:"Formula drift allowed on top of print precision (absolute)."`
-
-	Users            bool          `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
-	AccountInclude   string        `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
-	AccountExclude   string        `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
-	Extended         bool          `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
-	ForecastWindow   time.Duration `name:"forecast.window" default:"168h" help:"With --collector.extended: the rolled-up usage whose rate the recovery forecast assumes the others keep (docs/forecast.md)."`
+	Users          bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
+	AccountInclude string `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
+	AccountExclude string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
+	Extended       bool   `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
+	ForecastWindowFlag
 	ForecastInterval time.Duration `name:"forecast.interval" default:"4h" help:"With --collector.extended: recompute slurmdbd_fairshare_recovery_seconds this often, a forecast of every user (0: off), or less often where it costs more than 20% of the refreshes in between; the last one is served in between, with its moment."`
 	MaxAssociations  int           `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
 
-	Demo             bool `help:"Serve a bundled synthetic cluster: no database or Slurm needed."`
-	DemoAssociations int  `name:"demo.associations" default:"${demo_size}" help:"Associations in the --demo cluster."`
+	DemoFlags
 }
 
+// Validate checks what the flag groups (their own Validate, which kong
+// calls) cannot.
 func (s *serveCmd) Validate() error {
 	if s.RefreshInterval <= 0 {
 		return fmt.Errorf("--refresh-interval %v: expected a positive duration", s.RefreshInterval)
 	}
-	if err := s.reportedTimeout.validate(); err != nil {
-		return err
-	}
-	if err := s.dsnFlag.validate(); err != nil {
-		return err
-	}
-	if s.ForecastWindow <= 0 || s.ForecastInterval < 0 {
-		return fmt.Errorf("--forecast.window %v, --forecast.interval %v: expected a positive duration such as 168h and a duration >= 0", s.ForecastWindow, s.ForecastInterval)
+	if s.ForecastInterval < 0 {
+		return fmt.Errorf("--forecast.interval %v: expected a duration >= 0", s.ForecastInterval)
 	}
 	if s.ReportedInterval < 0 || s.ReportedStale < 1 {
 		return fmt.Errorf("--reported.interval %v, --reported.stale-intervals %d: expected a duration >= 0 and a count >= 1", s.ReportedInterval, s.ReportedStale)
 	}
-	if !(s.FormulaTolerance >= 0) {
-		return fmt.Errorf("--drift.formula-tolerance %v: expected a number >= 0", s.FormulaTolerance)
-	}
-	if err := s.driftFlags.validate(); err != nil {
-		return err
-	}
 	if s.MaxAssociations < 0 {
 		return fmt.Errorf("--collector.max-associations %d: expected a count >= 0 (0: no limit)", s.MaxAssociations)
-	}
-	if s.DemoAssociations < 2 || s.DemoAssociations > 1_000_000 {
-		return fmt.Errorf("--demo.associations %d: expected 2 to 1000000", s.DemoAssociations)
 	}
 	if s.WebConfig != "" {
 		if err := web.Validate(s.WebConfig); err != nil {
@@ -122,16 +96,7 @@ func (s *serveCmd) Validate() error {
 		f.Close()
 		os.Remove(f.Name())
 	}
-	if s.ReportedSource == "slurmrestd" && !s.Demo {
-		rest, err := sshare.NewREST(nil, s.RestURL, s.RestVersion, s.RestUser)
-		if err != nil {
-			return fmt.Errorf("--reported.source slurmrestd: %w", err)
-		}
-		if s.RestTokenFile == "" && !rest.Local() {
-			return errors.New("--reported.source slurmrestd with an http(s) --slurmrestd.url: expected --slurmrestd.token-file (a unix:/// socket served with rest_auth/local needs none)")
-		}
-	}
-	return s.mauiFlags.validate()
+	return nil
 }
 
 func (s *serveCmd) filter() (collector.Filter, error) {
@@ -163,7 +128,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 			return err
 		}
 		env.log.Info().Msg("serving the bundled demo cluster")
-		return s.listen(ctx, env.log, col, func() bool { return true })
+		return s.listen(ctx, env, col, func() bool { return true })
 	}
 	// Listen at once: the startup checks wait for the database up to
 	// --db.timeout, and meanwhile /-/healthy answers and /metrics says
@@ -180,7 +145,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 	var exp atomic.Pointer[engine.Loop]
 	served := make(chan error, 1)
 	go func() {
-		served <- s.listen(ctx, env.log, col, func() bool { e := exp.Load(); return e != nil && e.Ready() })
+		served <- s.listen(ctx, env, col, func() bool { e := exp.Load(); return e != nil && e.Ready() })
 	}()
 	started := make(chan error, 1)
 	go func() {
@@ -234,7 +199,7 @@ func ignoreHangup(ctx context.Context, log zerolog.Logger) {
 // database may be down at startup: the exporter then serves up 0 until it
 // answers; a cluster it names that is not in cluster_table is an error.
 func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.Collector) (*engine.Loop, error) {
-	set, err := setup(log, &s.dsnFlag, &s.slurmFlags)
+	set, err := setup(log, &s.DBFlags, &s.SlurmFlags)
 	if err != nil {
 		return nil, err
 	}
@@ -265,14 +230,8 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 		opts = append(opts, engine.WithWhatIf(), engine.WithAllTRES())
 	}
 	tc := engine.TrackerConfig{Timeout: s.ReportedTimeout, Interval: interval, StateDir: set.stateDir, Period: conf.PriorityCalcPeriod, Confirm: 1}
-	switch s.ReportedSource {
-	case "sshare":
-		tc.Read = func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, s.SlurmConf) }
-		tc.BootTime = func(ctx context.Context) (time.Time, error) { return sshare.BootTime(ctx, s.SlurmConf) }
-	case "slurmrestd":
-		if tc.Read, err = s.restReport(log); err != nil {
-			return nil, err
-		}
+	if tc.Read, tc.BootTime, err = s.source(log, s.SlurmConf); err != nil {
+		return nil, err
 	}
 	if tc.Read != nil {
 		opts = append(opts, engine.WithTracker(engine.NewTracker(tc)))
@@ -284,35 +243,7 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 	return engine.NewLoop(engine.New(conf, dsn, opts...), col, sched), nil
 }
 
-// maxTokenFile bounds what --slurmrestd.token-file reads: a JWT is some
-// hundred bytes.
-const maxTokenFile = 64 << 10
-
-// restReport reads the shares from slurmrestd, with the token read from
-// --slurmrestd.token-file at every request when one is given. Without
-// --slurmrestd.api-version, the version is detected and logged.
-func (s *serveCmd) restReport(log zerolog.Logger) (engine.ReportFunc, error) {
-	rest, err := sshare.NewREST(nil, s.RestURL, s.RestVersion, s.RestUser)
-	if err != nil {
-		return nil, err
-	}
-	rest.Chose = func(v string) {
-		log.Info().Str("url", rest.String()).Str("api_version", v).Msg("slurmrestd: reading /shares at the newest data_parser version it serves")
-	}
-	return func(ctx context.Context) (*shares.Table, error) {
-		var tok string
-		if s.RestTokenFile != "" {
-			b, _, err := regular.Read(s.RestTokenFile, maxTokenFile)
-			if err != nil {
-				return nil, fmt.Errorf("--slurmrestd.token-file: %w", err)
-			}
-			tok = strings.TrimSpace(string(b))
-		}
-		return rest.Fetch(ctx, tok)
-	}, nil
-}
-
-func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collector.Collector, ready func() bool) error {
+func (s *serveCmd) listen(ctx context.Context, env *runEnv, col *collector.Collector, ready func() bool) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -328,7 +259,7 @@ func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collecto
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "slurmdbd_exporter",
 		Description: "Slurm fairshare recomputed from the slurmdbd database, with its drift from what Slurm reports",
-		Version:     versionString(),
+		Version:     env.version,
 		Links: []web.LandingLinks{
 			{Address: "metrics", Text: "Metrics"},
 			{Address: "-/healthy", Text: "Health"},
@@ -347,7 +278,7 @@ func (s *serveCmd) listen(ctx context.Context, log zerolog.Logger, col *collecto
 		srv.Shutdown(sctx)
 	}()
 	flags := &web.FlagConfig{WebListenAddresses: &s.ListenAddress, WebSystemdSocket: &s.SystemdSocket, WebConfigFile: &s.WebConfig}
-	err = web.ListenAndServe(srv, flags, slog.New(zerolog.NewSlogHandler(log)))
+	err = web.ListenAndServe(srv, flags, slog.New(zerolog.NewSlogHandler(env.log)))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -6,9 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,35 +83,11 @@ func TestServeSlurmrestd(t *testing.T) {
 	}
 }
 
-// TestServeTokenFileBounded: the token file is read as every other file
-// the exporter is pointed at: a FIFO in its place is an error at once (it
-// hung the report loop for good, os.ReadFile waiting for a writer), and
-// so is one larger than any JWT.
-func TestServeTokenFileBounded(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "token")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	big := filepath.Join(dir, "big")
-	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), maxTokenFile+1), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, file := range []string{fifo, big} {
-		s := serveCmd{RestURL: "http://127.0.0.1:1", RestTokenFile: file}
-		report, err := s.restReport(zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { _, err := report(context.Background()); done <- err }()
-		select {
-		case err := <-done:
-			if err == nil || !strings.Contains(err.Error(), "--slurmrestd.token-file") || !strings.Contains(err.Error(), file) {
-				t.Errorf("%s: error %v: want one naming the flag and the file", file, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: still reading after 5 s", file)
-		}
+// TestServerTimeouts: a client cannot hold a connection for ever, idle or
+// sending its headers slowly.
+func TestServerTimeouts(t *testing.T) {
+	s := newServer(http.NewServeMux())
+	if s.IdleTimeout <= 0 || s.IdleTimeout > 10*time.Minute || s.ReadHeaderTimeout <= 0 {
+		t.Errorf("IdleTimeout %v, ReadHeaderTimeout %v: expected both set", s.IdleTimeout, s.ReadHeaderTimeout)
 	}
 }

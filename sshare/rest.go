@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
@@ -162,6 +163,29 @@ func (r *REST) Fetch(ctx context.Context, token string) (*shares.Table, error) {
 	r.mu.Unlock()
 	return nil, fmt.Errorf("GET %s: 404 Not Found at every data_parser version this exporter reads (%s): expected slurmrestd 23.11 or later at this URL, with one of them loaded (slurmrestd -d)",
 		r.where("<version>"), strings.Join(Versions, ", "))
+}
+
+// MaxTokenFile bounds what a token file reads: a JWT is some hundred
+// bytes.
+const MaxTokenFile = 64 << 10
+
+// FetchFunc is Fetch with the token read from tokenFile at every request
+// ("": none), so that a token renewed on disk is used at once. The file
+// is read as every other file the exporter is pointed at: a FIFO in its
+// place is an error at once (os.ReadFile would wait for a writer for
+// good), and so is one larger than any JWT.
+func (r *REST) FetchFunc(tokenFile string) func(context.Context) (*shares.Table, error) {
+	return func(ctx context.Context) (*shares.Table, error) {
+		var tok string
+		if tokenFile != "" {
+			b, _, err := regular.Read(tokenFile, MaxTokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("slurmrestd token file: %w", err)
+			}
+			tok = strings.TrimSpace(string(b))
+		}
+		return r.Fetch(ctx, tok)
+	}
 }
 
 // statusError is a response other than 2xx.

@@ -1,6 +1,7 @@
 package sshare
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 )
@@ -234,6 +237,39 @@ func TestRESTUnixSocket(t *testing.T) {
 	for _, bad := range []string{"unix://host/run/slurmrestd.socket", "unix:slurmrestd.socket", "unix:///run/s.socket?x=1", "unix://", "ftp://host/", "localhost:6820", "http:///no-host"} {
 		if _, err := NewREST(nil, bad, "", ""); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestTokenFileBounded: the token file is read as every other file
+// the exporter is pointed at: a FIFO in its place is an error at once (it
+// hung the report loop for good, os.ReadFile waiting for a writer), and
+// so is one larger than any JWT.
+func TestTokenFileBounded(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "token")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), MaxTokenFile+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{fifo, big} {
+		rest, err := NewREST(nil, "http://127.0.0.1:1", "", "root")
+		if err != nil {
+			t.Fatal(err)
+		}
+		report := rest.FetchFunc(file)
+		done := make(chan error, 1)
+		go func() { _, err := report(context.Background()); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "token file") || !strings.Contains(err.Error(), file) {
+				t.Errorf("%s: error %v: want one naming the token file", file, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", file)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package explain
 
 import (
 	"fmt"
@@ -49,24 +49,25 @@ type JobExplanation struct {
 	Fairshare *Explanation `json:"fairshare,omitempty"`
 }
 
-// explainJob explains job c.Job as of at: one explanation per partition.
-func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.Config, at time.Time, phase result.Phase) error {
+// Job explains pending job id as of at: one explanation per partition
+// it is pending in, each with its association's fairshare path.
+func Job(cl result.Cluster, conf *slurmconf.Config, id uint32, at time.Time, phase result.Phase) ([]JobExplanation, error) {
 	if conf.PriorityType != "priority/multifactor" {
-		return fmt.Errorf("job %d: slurm.conf's PriorityType is %s: only priority/multifactor weighs factors", c.Job, conf.PriorityType)
+		return nil, fmt.Errorf("job %d: slurm.conf's PriorityType is %s: only priority/multifactor weighs factors", id, conf.PriorityType)
 	}
 	if cl.Jobs == nil {
-		return fmt.Errorf("job %d: job priorities are computed for slurm.conf's cluster %s only, not %s", c.Job, conf.ClusterName, cl.Name)
+		return nil, fmt.Errorf("job %d: job priorities are computed for slurm.conf's cluster %s only, not %s", id, conf.ClusterName, cl.Name)
 	}
 	var out []JobExplanation
 	for i := range cl.Jobs {
 		j := &cl.Jobs[i]
-		if j.ID != c.Job {
+		if j.ID != id {
 			continue
 		}
 		x := jobExplanation(cl, conf, j, at)
 		x.Phase = phase
 		if a := cl.Association(j.AssocID); a != nil {
-			if exps, err := explain(cl, at, a.User, a.Account, phase); err == nil {
+			if exps, err := User(cl, at, a.User, a.Account, phase); err == nil {
 				for k := range exps {
 					if exps[k].Path[len(exps[k].Path)-1].Partition == a.Partition {
 						x.Fairshare = &exps[k]
@@ -77,15 +78,9 @@ func (c *explainCmd) explainJob(env *runEnv, cl result.Cluster, conf *slurmconf.
 		out = append(out, x)
 	}
 	if len(out) == 0 {
-		return fmt.Errorf("job %d: not pending in cluster %s at %s (or held, or not yet eligible: sprio leaves those out too)", c.Job, cl.Name, at.Format(time.RFC3339))
+		return nil, fmt.Errorf("job %d: not pending in cluster %s at %s (or held, or not yet eligible: sprio leaves those out too)", id, cl.Name, at.Format(time.RFC3339))
 	}
-	if c.Output == "json" {
-		return writeJSON(env.stdout, out)
-	}
-	for _, x := range out {
-		x.writeTable(env.stdout)
-	}
-	return nil
+	return out, nil
 }
 
 func jobExplanation(cl result.Cluster, conf *slurmconf.Config, j *result.Job, at time.Time) JobExplanation {
@@ -128,7 +123,8 @@ func jobExplanation(cl result.Cluster, conf *slurmconf.Config, j *result.Job, at
 	return x
 }
 
-func (x JobExplanation) writeTable(w io.Writer) {
+// WriteTable prints the job's explanation as explain --job's table.
+func (x JobExplanation) WriteTable(w io.Writer) {
 	job := fmt.Sprint(x.Job)
 	if x.ArrayTask != "" {
 		job += "_" + x.ArrayTask
@@ -169,7 +165,7 @@ func (x JobExplanation) writeTable(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if x.Fairshare != nil {
-		x.Fairshare.writeTable(w)
+		x.Fairshare.WriteTable(w)
 	}
 }
 

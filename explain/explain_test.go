@@ -1,11 +1,9 @@
-package main
+package explain
 
 import (
 	"bytes"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
@@ -20,7 +18,7 @@ func TestExplainTableEscapesNames(t *testing.T) {
 		{AssocName: AssocName{Account: "phys\x1b[2J", User: "al\rice\n", Partition: "p\x9b1m"}, NormUsage: nan},
 	}, Reason: "held down by phys\x1b[2J"}
 	var b bytes.Buffer
-	x.writeTable(&b)
+	x.WriteTable(&b)
 	out := b.String()
 	for _, bad := range []string{"\x1b", "\r", "\x07", "\x9b", "\u009b"} {
 		if strings.Contains(out, bad) {
@@ -34,14 +32,5 @@ func TestExplainTableEscapesNames(t *testing.T) {
 	}
 	if got := term("ünïcode"); got != "ünïcode" {
 		t.Errorf("term(ünïcode) = %q: printable names stay as they are", got)
-	}
-}
-
-// TestServerTimeouts: a client cannot hold a connection for ever, idle or
-// sending its headers slowly.
-func TestServerTimeouts(t *testing.T) {
-	s := newServer(http.NewServeMux())
-	if s.IdleTimeout <= 0 || s.IdleTimeout > 10*time.Minute || s.ReadHeaderTimeout <= 0 {
-		t.Errorf("IdleTimeout %v, ReadHeaderTimeout %v: expected both set", s.IdleTimeout, s.ReadHeaderTimeout)
 	}
 }

@@ -1,4 +1,6 @@
-package main
+// Package configfile is --config.file: a JSON object of flag values keyed
+// by flag name, as the lowest-precedence source of a kong command line.
+package configfile
 
 import (
 	"encoding/json"
@@ -21,19 +23,19 @@ import (
 // for ever.
 const maxConfigFile = 1 << 20
 
-// configFile is --config.file: a JSON object keyed by flag names as the
+// File is --config.file: a JSON object keyed by flag names as the
 // docs spell them ("web.listen-address"); kong's own JSON resolver looks
 // keys up with '-' turned into '_', so that spelling was silently
 // ignored. Every key must name a flag of some command, and every value
 // must parse as that flag's type: both are errors naming the file.
-type configFile string
+type File string
 
 // BeforeResolve loads the file and adds it as the lowest-precedence
 // source, under flags and environment variables. The flag's value is
 // read from ctx: kong applies parsed values to their fields only after
 // resolving.
-func (configFile) BeforeResolve(k *kong.Kong, ctx *kong.Context, trace *kong.Path) error {
-	path, _ := ctx.FlagValue(trace.Flag).(configFile)
+func (File) BeforeResolve(k *kong.Kong, ctx *kong.Context, trace *kong.Path) error {
+	path, _ := ctx.FlagValue(trace.Flag).(File)
 	if path == "" {
 		return nil
 	}

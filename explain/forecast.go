@@ -1,4 +1,4 @@
-package main
+package explain
 
 import (
 	"fmt"
@@ -10,109 +10,29 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/alecthomas/kong"
-
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
-// forecastFlag is --forecast with an optional THRESHOLD after it
-// (--forecast, --forecast 0.6, --forecast=0.6): a flag kong takes as a
-// bool, which then reads a number if one follows.
-type forecastFlag struct {
-	On        bool
-	Threshold float64 // 0: the association's fair level
-}
-
-func (f *forecastFlag) IsBool() bool { return true }
-
-func (f *forecastFlag) Decode(ctx *kong.DecodeContext) error {
-	f.On = true
-	tok := ctx.Scan.Peek()
-	if tok.Type != kong.FlagValueToken && !tok.IsValue() {
-		return nil
+// ParseShareChange reads one what-if change: ACCOUNT=SHARES or
+// ACCOUNT/USER=SHARES, SHARES a number or parent (FairShare=parent).
+func ParseShareChange(w string) (fairshare.ShareChange, error) {
+	bad := fmt.Errorf("%q: expected ACCOUNT=SHARES or ACCOUNT/USER=SHARES, SHARES a number below %d or parent", w, fairshare.SharesParent)
+	name, val, ok := strings.Cut(w, "=")
+	acct, user, _ := strings.Cut(name, "/")
+	if !ok || acct == "" || strings.Contains(user, "/") || (strings.Contains(name, "/") && user == "") {
+		return fairshare.ShareChange{}, bad
 	}
-	var v float64
-	switch x := tok.Value.(type) {
-	case bool: // --config.file's true or false
-		ctx.Scan.Pop()
-		f.On = x
-		return nil
-	case float64: // --config.file's number
-		v = x
-	case string:
-		if b, err := strconv.ParseBool(x); err == nil && tok.Type == kong.FlagValueToken {
-			ctx.Scan.Pop() // --forecast=true, $SLURMDBD_EXPORTER_FORECAST
-			f.On = b
-			return nil
+	c := fairshare.ShareChange{Account: acct, User: user, Shares: fairshare.SharesParent}
+	if val != "parent" {
+		n, err := strconv.ParseUint(val, 10, 32)
+		if err != nil || n >= uint64(fairshare.SharesParent) {
+			return fairshare.ShareChange{}, bad
 		}
-		var err error
-		if v, err = strconv.ParseFloat(x, 64); err != nil {
-			if tok.Type == kong.FlagValueToken {
-				return fmt.Errorf("threshold %q: expected a factor between 0 and 1", x)
-			}
-			return nil // not ours: kong reports it
-		}
-	default:
-		return nil
+		c.Shares = uint32(n)
 	}
-	if !(v > 0 && v <= 1) {
-		return fmt.Errorf("threshold %v: expected a factor above 0 and at most 1", v)
-	}
-	ctx.Scan.Pop()
-	f.Threshold = v
-	return nil
-}
-
-// forecastFlags are explain's recovery forecast and what-if shares.
-type forecastFlags struct {
-	Forecast       forecastFlag    `name:"forecast" placeholder:"THRESHOLD" help:"With --user: the factor now and over the next 7 days with no new jobs from the user and the others using the cluster as over --forecast.window or as their running jobs commit, whichever is more, and when it reaches THRESHOLD (default: its fair level) (docs/forecast.md)."`
-	ForecastWindow time.Duration   `name:"forecast.window" default:"168h" help:"The rolled-up usage whose rate the forecast assumes the others keep."`
-	ForecastAt     []time.Duration `name:"forecast.at" placeholder:"DURATION" help:"With --forecast: also show the factor this long from now (repeatable), e.g. a few PriorityCalcPeriods to compare with sshare later."`
-	WhatIf         []string        `name:"what-if" placeholder:"ACCOUNT[/USER]=SHARES" help:"Recompute with these raw shares (repeatable; parent for FairShare=parent) and list the associations whose factor or Fair Tree rank changes (docs/forecast.md). Reads only."`
-}
-
-func (f *forecastFlags) validate(user string, job uint32) error {
-	switch {
-	case f.Forecast.On && user == "":
-		return fmt.Errorf("--forecast: expected --user, the user whose factor to forecast")
-	case f.Forecast.On && len(f.WhatIf) > 0:
-		return fmt.Errorf("--forecast and --what-if: expected one of them")
-	case (f.Forecast.On || len(f.WhatIf) > 0) && job != 0:
-		return fmt.Errorf("--job: not with --forecast or --what-if")
-	case slices.ContainsFunc(f.ForecastAt, func(d time.Duration) bool { return d <= 0 }):
-		return fmt.Errorf("--forecast.at %v: expected positive durations such as 5m", f.ForecastAt)
-	case len(f.ForecastAt) > 0 && !f.Forecast.On:
-		return fmt.Errorf("--forecast.at: expected --forecast")
-	case f.ForecastWindow <= 0:
-		return fmt.Errorf("--forecast.window %v: expected a positive duration such as 168h", f.ForecastWindow)
-	}
-	_, err := f.shareChanges()
-	return err
-}
-
-// shareChanges parses --what-if.
-func (f *forecastFlags) shareChanges() ([]fairshare.ShareChange, error) {
-	var out []fairshare.ShareChange
-	for _, w := range f.WhatIf {
-		bad := fmt.Errorf("--what-if %q: expected ACCOUNT=SHARES or ACCOUNT/USER=SHARES, SHARES a number below %d or parent", w, fairshare.SharesParent)
-		name, val, ok := strings.Cut(w, "=")
-		acct, user, _ := strings.Cut(name, "/")
-		if !ok || acct == "" || strings.Contains(user, "/") || (strings.Contains(name, "/") && user == "") {
-			return nil, bad
-		}
-		c := fairshare.ShareChange{Account: acct, User: user, Shares: fairshare.SharesParent}
-		if val != "parent" {
-			n, err := strconv.ParseUint(val, 10, 32)
-			if err != nil || n >= uint64(fairshare.SharesParent) {
-				return nil, bad
-			}
-			c.Shares = uint32(n)
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return c, nil
 }
 
 // The moments the forecast shows.
@@ -148,10 +68,10 @@ type ForecastExplanation struct {
 	Summary         string     `json:"summary"`
 }
 
-// forecast is the recovery forecast of tree association i (user user)
-// under the default assumption.
-// extra are moments to show besides forecastAfter's.
-func forecast(in *engine.Inputs, i int, user string, threshold float64, extra ...time.Duration) (*ForecastExplanation, error) {
+// Forecast is the recovery forecast of tree association i (user user)
+// under the default assumption; threshold 0 is the association's fair
+// level. extra are moments to show besides forecastAfter's.
+func Forecast(in *engine.Inputs, i int, user string, threshold float64, extra ...time.Duration) (*ForecastExplanation, error) {
 	f := in.Forecast().Quiet(i)
 	t := in.Tree
 	users := float64(t.Users())
@@ -259,7 +179,8 @@ func aboutDuration(secs float64) string {
 	return unit(mm, "minute")
 }
 
-func (x *ForecastExplanation) writeTable(w io.Writer) {
+// WriteTable prints the forecast as explain's table.
+func (x *ForecastExplanation) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "forecast (%s):\n", x.Algorithm)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "after\tat\tfactor\trank\traw usage\t")
@@ -300,9 +221,10 @@ type WhatIf struct {
 	Changes []WhatIfChange `json:"changes"`
 }
 
-// whatIf recomputes the inputs' tree with the changed shares; user (if
-// not empty) keeps only that user's rows.
-func whatIf(in *engine.Inputs, changes []fairshare.ShareChange, flags []string, user string) (*WhatIf, error) {
+// Shares recomputes the inputs' tree with the changed shares (flags:
+// as given, for the heading); user (if not empty) keeps only that user's
+// rows.
+func Shares(in *engine.Inputs, changes []fairshare.ShareChange, flags []string, user string) (*WhatIf, error) {
 	alg, damp := in.Settings.Algorithm, in.Settings.Dampening
 	edited, err := in.Tree.WithShares(changes)
 	if err != nil {
@@ -328,7 +250,8 @@ func whatIf(in *engine.Inputs, changes []fairshare.ShareChange, flags []string, 
 	return x, nil
 }
 
-func (x *WhatIf) writeTable(w io.Writer) {
+// WriteTable prints the changes as explain --what-if's table.
+func (x *WhatIf) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "cluster %s at %s, %s (slurm.conf), with %s\n\n", term(x.Cluster), x.At.Format(time.RFC3339), x.Algorithm, term(strings.Join(x.Shares, ", ")))
 	if len(x.Changes) == 0 {
 		fmt.Fprintln(w, "no factor or rank changes")
