@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -21,7 +21,7 @@ type checkCmd struct {
 	Algorithm  string   `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64  `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
 	OutputFlag
-	// serve takes it from slurm.conf (engine.Exporter.freshReport)
+	// serve takes it from slurm.conf (engine.Loop.freshReport)
 	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
 	// database mode, which a DSN turns on
@@ -148,7 +148,7 @@ func writeReport(env *runEnv, rep *drift.Report, format string) error {
 
 // series checks replay mode's snapshots in time order, each with the last
 // earlier one whose RawUsage differs as its lag reference (serve's rule,
-// engine.Exporter.onReport: usage changes only at slurmctld's decay
+// engine.Reading.Follow: usage changes only at slurmctld's decay
 // passes, so that one was taken before the last pass). It prints as it
 // goes: a listing of sshare.MaxBytes every 30 s for a day is 180 GB. One
 // snapshot alone prints as check always printed one report.
@@ -158,18 +158,11 @@ type series struct {
 	n   int
 	// first is held until a second snapshot comes.
 	first *snapshot
-	// last is the latest snapshot, ref the lag reference of the next one.
-	last, ref *seen
-	lastAt    time.Time
-	rows      []seriesRow
-	drifting  []int
-}
-
-// seen is what a later snapshot needs of an earlier one.
-type seen struct {
-	index int
-	at    time.Time // zero: unknown
-	raw   map[drift.Key]float64
+	// last is the latest snapshot, with its references for the next
+	last     *engine.Reading
+	lastAt   time.Time
+	rows     []seriesRow
+	drifting []int
 }
 
 // snapshot is one report of a series, as its JSON shows it.
@@ -263,16 +256,16 @@ func (s *series) add(snap snapshot, out *shares.Table) error {
 }
 
 // lagReference takes the next snapshot's RawUsage (taken at at; zero:
-// unknown) and returns its lag reference: the RawUsage of the last
-// earlier snapshot whose RawUsage differs, and that snapshot's index, if
-// taken at most 3 --priority-calc-period before (nil: none).
+// unknown) and returns its lag reference as serve takes a report's
+// (engine.Reading.LagReference): the RawUsage of the last earlier
+// snapshot whose RawUsage differs, and that snapshot's index, if taken at
+// most 3 --priority-calc-period before (nil: none).
 func (s *series) lagReference(at time.Time, raw map[drift.Key]float64) (map[drift.Key]float64, *int) {
-	if s.last != nil && !maps.Equal(s.last.raw, raw) {
-		s.ref = s.last
-	}
-	s.last = &seen{index: s.n, at: at, raw: raw}
-	if r := s.ref; r != nil && (s.c.CalcPeriod == 0 || r.at.IsZero() || at.IsZero() || at.Sub(r.at) <= 3*s.c.CalcPeriod) {
-		return r.raw, &r.index
+	r := &engine.Reading{ID: s.n, At: at, Raw: raw}
+	r.Follow(s.last)
+	s.last = r
+	if ref := r.LagReference(s.c.CalcPeriod); ref != nil {
+		return ref.Raw, &ref.ID
 	}
 	return nil, nil
 }

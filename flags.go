@@ -141,7 +141,7 @@ type SavedBoot struct {
 	SlurmctldConfigFile string `name:"slurmctld.config-file" type:"existingfile" help:"A replay's slurmctld boot: the output of 'scontrol show config' saved with the --sshare-file (check) or at the --at moment (explain), whose BOOT_TIME is read as a live run reads it from scontrol (without it, slurmctld's boot is unknown)."`
 }
 
-// saved is the saved BOOT_TIME as engine.Exporter.BootTime.
+// saved is the saved BOOT_TIME, for engine.WithBootTime.
 func (s *SavedBoot) saved() (func(context.Context) (time.Time, error), error) {
 	b, _, err := regular.Read(s.SlurmctldConfigFile, sshare.MaxBytes)
 	if err == nil {

@@ -1,6 +1,7 @@
 // Package engine computes what the exporter publishes: the fairshare
 // values of each cluster from the database, what Slurm reports, and the
-// drift between the two. Build is the pure part; Exporter runs the loops
+// drift between the two. Build is the pure part; Engine reads the
+// database, Tracker what slurmctld reports, and Loop runs serve's loops
 // that read the sources and publish.
 package engine
 
@@ -111,7 +112,7 @@ type Inputs struct {
 	Memo *BuildMemo
 	// ForecastJobs are the jobs running at Computed, ForecastRate each
 	// association's own usage rate over the last ForecastWindow (billing
-	// per second); nil unless Exporter.ForecastWindow asked for them.
+	// per second); nil unless Engine.ForecastInputs read them.
 	ForecastJobs   []fairshare.RunningJob
 	ForecastRate   []float64
 	ForecastWindow time.Duration

@@ -143,7 +143,7 @@ func storageDB(t *testing.T, srv *mariadbtest.Server, db, change string) string 
 	return srv.DSN("reader", "s3cret", db)
 }
 
-// storageExporter is an exporter of cluster v2411 keeping its state in dir
+// storageExporter is an engine of cluster v2411 keeping its state in dir
 // ("": none), and its log.
 func storageExporter(t *testing.T, dsn, dir string) (*Engine, *bytes.Buffer) {
 	t.Helper()
