@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -20,18 +21,18 @@ type checkCmd struct {
 	SshareFile []string `name:"sshare-file" type:"existingfile" sep:"none" help:"Output of 'sshare -a -l -P' (with or without -m, -n), of 'sshare --json -a' or a slurmrestd /slurm/v0.0.N/shares body (v0.0.40 on; JSON is told by its first non-blank byte, '{'). Alone: replay mode, the tree, shares and raw usage come from it and every other column is recomputed and compared. Replay mode takes a series too: the flag repeated, in time order, and files of several snapshots each headed by a line '## <unix seconds>'; each snapshot is checked with the one before it as the reference of classic's one-pass lag. With --dsn-file or $SLURMDBD_EXPORTER_DSN: the reported side of database mode (once)."`
 	Algorithm  string   `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64  `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
-	OutputFlag
+	cli.OutputFlag
 	// serve takes it from slurm.conf (engine.Loop.freshReport)
 	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
 	// database mode, which a DSN turns on
-	DBFlags
-	SlurmFlags
-	ReportedTimeoutFlag
-	DriftFlags
-	AtFlag
-	ClusterFlag
-	SavedBoot
+	cli.DBFlags
+	cli.SlurmFlags
+	cli.ReportedTimeoutFlag
+	cli.DriftFlags
+	cli.AtFlag
+	cli.ClusterFlag
+	cli.SavedBoot
 	// PhaseWait: without a readable priority_last_decay_ran, check reads
 	// sshare until two reads bracket a decay pass (PriorityCalcPeriod at
 	// most), so that usage is judged against a few seconds of charge
@@ -48,19 +49,19 @@ func (c *checkCmd) Validate() error {
 	if c.CalcPeriod < 0 {
 		return fmt.Errorf("--priority-calc-period %v: expected a duration >= 0", c.CalcPeriod)
 	}
-	if len(c.SshareFile) == 0 && !c.given() {
+	if len(c.SshareFile) == 0 && !c.Given() {
 		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")
 	}
-	if len(c.SshareFile) > 1 && c.given() {
+	if len(c.SshareFile) > 1 && c.Given() {
 		return fmt.Errorf("--sshare-file given %d times: database mode compares one report with the database (a series is replay mode's)", len(c.SshareFile))
 	}
-	return c.one()
+	return c.One()
 }
 
 const depthObliviousNote = "depth_oblivious is best effort: slurmctld sums siblings' normalized usage that it computes lazily, mixing values from different moments"
 
 func (c *checkCmd) Run(env *runEnv) error {
-	if c.given() {
+	if c.Given() {
 		return c.runDatabase(env)
 	}
 	s := &series{c: c, env: env}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -28,30 +29,30 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if c.SlurmctldConfigFile != "" && len(c.SshareFile) == 0 {
 		return errors.New("--slurmctld.config-file: a live run asks slurmctld; give it with the --sshare-file it was saved with")
 	}
-	at, window, err := parseAtWindow(c.At, time.Now())
+	at, window, err := cli.ParseAtWindow(c.At, time.Now())
 	if err != nil {
 		return err
 	}
-	set, err := setup(env.log, &c.DBFlags, &c.SlurmFlags)
+	set, err := cli.NewSetup(env.log, &c.DBFlags, &c.SlurmFlags)
 	if err != nil {
 		return err
 	}
-	conf := set.conf
-	opts := []engine.Option{engine.WithLogger(oneShot(env.log)), engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.stateDir)}
+	conf := set.Conf
+	opts := []engine.Option{engine.WithLogger(cli.OneShot(env.log)), engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.StateDir)}
 	// slurmctld's boot time orders tied Fair Tree siblings as it does;
 	// without it (sshare output from a file alone) ties allow their rank
 	// range
 	switch {
 	case len(c.SshareFile) == 0:
-		opts = append(opts, engine.WithBootTime(c.bootTime(c.SlurmConf)))
+		opts = append(opts, engine.WithBootTime(c.BootTime(c.SlurmConf)))
 	case c.SlurmctldConfigFile != "":
-		boot, err := c.saved()
+		boot, err := c.Saved()
 		if err != nil {
 			return err
 		}
 		opts = append(opts, engine.WithBootTime(boot))
 	}
-	reported, r, err := c.readReported(ctx, conf, set.stateDir)
+	reported, r, err := c.readReported(ctx, conf, set.StateDir)
 	if err != nil {
 		return err
 	}
@@ -66,9 +67,9 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if window != nil {
 		at = window[0].Add(window[1].Sub(window[0]) / 2)
 	}
-	e := engine.New(conf, set.dsn, opts...)
+	e := engine.New(conf, set.DSN, opts...)
 	defer e.Close()
-	in, err := e.Refresh(ctx, set.cluster(c.Cluster), at)
+	in, err := e.Refresh(ctx, set.Cluster(c.Cluster), at)
 	if err != nil {
 		return err
 	}

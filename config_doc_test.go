@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite docs/configuration.md (TestConf
 // own model, so that the table cannot miss a flag or show a stale default.
 func configurationDoc(t *testing.T) []byte {
 	t.Helper()
-	var c cli
+	var c commandLine
 	p, err := newParser(&c)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 )
 
 // configValue is a value for f other than its default, as JSON gives it,
@@ -28,8 +29,8 @@ func configValue(t *testing.T, f *kong.Flag, file string) (raw any, want any) {
 		return 7.0, uint32(7)
 	case float64:
 		return 0.25, 0.25
-	case forecastFlag:
-		return 0.25, forecastFlag{On: true, Threshold: 0.25}
+	case cli.ForecastThreshold:
+		return 0.25, cli.ForecastThreshold{On: true, Threshold: 0.25}
 	case []time.Duration:
 		return "7s,8m", []time.Duration{7 * time.Second, 8 * time.Minute}
 	case []string:
@@ -55,7 +56,7 @@ func TestConfigFileEveryFlag(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "some.file")
 	os.WriteFile(file, nil, 0o600)
-	var model cli
+	var model commandLine
 	p, err := newParser(&model)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestConfigFileEveryFlag(t *testing.T) {
 				conf := filepath.Join(dir, f.Name+".json")
 				b, _ := json.Marshal(map[string]any{f.Name: raw})
 				os.WriteFile(conf, b, 0o600)
-				var c cli
+				var c commandLine
 				p, err := newParser(&c, kong.Exit(func(int) {}), kong.Writers(&bytes.Buffer{}, &bytes.Buffer{}))
 				if err != nil {
 					t.Fatal(err)
@@ -114,7 +115,7 @@ func TestConfigFilePrecedence(t *testing.T) {
 	os.WriteFile(conf, []byte(`{"refresh-interval": "5s", "reported.timeout": "6s", "db.timeout": "8s"}`), 0o600)
 	t.Setenv("SLURMDBD_EXPORTER_REPORTED_TIMEOUT", "7s")
 	t.Setenv("SLURMDBD_EXPORTER_DB_TIMEOUT", "7s")
-	var c cli
+	var c commandLine
 	p, err := newParser(&c)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestConfigFileErrors(t *testing.T) {
 func TestOldFlagNames(t *testing.T) {
 	conf := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(conf, []byte(`{"factor-tolerance": 0.03}`), 0o600)
-	var c cli
+	var c commandLine
 	p, err := newParser(&c)
 	if err != nil {
 		t.Fatal(err)

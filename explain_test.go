@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/explain"
 )
@@ -13,7 +14,7 @@ import (
 // TestForecastFlags: --forecast takes an optional threshold; bad values
 // name the flag and what was expected. Good ones get as far as the DSN.
 func TestForecastFlags(t *testing.T) {
-	t.Setenv(dsnEnv, "")
+	t.Setenv(cli.DSNEnv, "")
 	for _, c := range []struct {
 		args []string
 		want string

@@ -15,18 +15,20 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 )
 
 // commandFiles are each command's files. What they share lives in
-// flags.go; main.go wires them and is used by none.
+// package cli (the flag groups) and flags.go (how they run and exit);
+// main.go wires them and is used by none.
 var commandFiles = map[string]string{
 	"serve.go": "serve", "check.go": "check", "check_db.go": "check", "explain.go": "explain",
 }
 
 // TestCommandsUseSharedSetup: a command's file uses no declaration of
 // main.go or of another command's file: the setup every command needs
-// (DSN, slurm.conf, --at, tolerances, runEnv and the exit codes) lives
-// in flags.go, so that a change to one command cannot change another
+// (DSN, slurm.conf, --at, tolerances: package cli; runEnv and the exit
+// codes: flags.go) is shared, so that a change to one command cannot change another
 // behind its back, and main.go stays wiring.
 func TestCommandsUseSharedSetup(t *testing.T) {
 	fset := token.NewFileSet()
@@ -82,7 +84,7 @@ func TestFlagGroupsValidated(t *testing.T) {
 			walk(path+"."+f.Name, f.Type)
 		}
 	}
-	root := reflect.TypeFor[cli]()
+	root := reflect.TypeFor[commandLine]()
 	n := 0
 	for i := range root.NumField() {
 		f := root.Field(i)
@@ -112,12 +114,14 @@ var layers = map[string]int{
 	"slurmdbd": 2, "sshare": 2, "drift": 2,
 	// the pipeline, and the metrics it publishes to through an interface
 	"engine": 3, "collector": 3,
-	"explain": 4,
+	// the commands' own: their answers, and the flag groups they share
+	"explain": 4, "cli": 4,
 }
 
 // denied are imports the layers allow but the design does not: explain
-// answers from engine's inputs, never from the database or the metrics.
-var denied = map[string][]string{"explain": {"slurmdbd", "collector"}}
+// answers from engine's inputs, never from the database or the metrics;
+// cli reads flags, it renders nothing.
+var denied = map[string][]string{"explain": {"slurmdbd", "collector"}, "cli": {"collector", "explain"}}
 
 // TestImportsGoDown: see layers. A new package must be given a layer.
 func TestImportsGoDown(t *testing.T) {
@@ -203,7 +207,7 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 // whichever command embeds it, nested groups (ReportedFlags's timeout)
 // included: no command calls them by hand.
 func TestGroupsValidateOnEveryCommand(t *testing.T) {
-	t.Setenv(dsnEnv, "")
+	t.Setenv(cli.DSNEnv, "")
 	serve, check, explain := []string{"serve", "--demo"}, []string{"check", "--sshare-file", "layout_test.go"}, []string{"explain", "--demo", "--user", "u"}
 	for _, tc := range []struct {
 		cmd  []string
@@ -227,7 +231,7 @@ func TestGroupsValidateOnEveryCommand(t *testing.T) {
 		{check, []string{"--cluster", "a", "--cluster", "b"}, "--cluster a,b: expected one cluster"},
 		{explain, []string{"--cluster", "a,b"}, "--cluster a,b: expected one cluster"},
 	} {
-		var c cli
+		var c commandLine
 		p, err := newParser(&c, kong.Exit(func(int) {}), kong.Writers(io.Discard, io.Discard))
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/configfile"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -27,7 +28,7 @@ type logFlags struct {
 	Format string `name:"format" default:"console" enum:"console,json" help:"Log format: console or json."`
 }
 
-type cli struct {
+type commandLine struct {
 	Log     logFlags         `embed:"" prefix:"log."`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 	Config  configfile.File  `name:"config.file" help:"JSON file of flag values, keyed by flag name (\"web.listen-address\": [\":10819\"]); flags and environment variables override it."`
@@ -42,7 +43,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	var c cli
+	var c commandLine
 	exit := -1
 	parser, err := newParser(&c,
 		kong.Writers(stdout, stderr),
@@ -77,13 +78,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // newParser is the command line, for run and for docs/configuration.md.
-func newParser(c *cli, opts ...kong.Option) (*kong.Kong, error) {
+func newParser(c *commandLine, opts ...kong.Option) (*kong.Kong, error) {
 	vars := kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(engine.DemoAssociations)}
 	return kong.New(c, append([]kong.Option{
 		kong.Name("slurmdbd_exporter"),
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),
 		kong.DefaultEnvars("SLURMDBD_EXPORTER"),
-		vars.CloneWith(toleranceVars()),
+		vars.CloneWith(cli.ToleranceVars()),
 	}, opts...)...)
 }
 

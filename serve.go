@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -13,11 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/rs/zerolog"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
@@ -45,27 +42,27 @@ type serveCmd struct {
 	SystemdSocket bool     `name:"web.systemd-socket" help:"Use systemd socket activation listeners instead of --web.listen-address."`
 	WebConfig     string   `name:"web.config.file" type:"existingfile" help:"exporter-toolkit web configuration file: TLS and basic authentication (https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md)."`
 
-	DBFlags
-	SlurmFlags
-	ClusterFlag
+	cli.DBFlags
+	cli.SlurmFlags
+	cli.ClusterFlag
 	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
 	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history ('': none)."`
 
-	ReportedFlags
+	cli.ReportedFlags
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
 	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
-	DriftFlags
-	MauiFlags
+	cli.DriftFlags
+	cli.MauiFlags
 
 	Users          bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
 	AccountInclude string `name:"collector.account-include" help:"Export only accounts whose whole name matches this regular expression."`
 	AccountExclude string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
 	Extended       bool   `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
-	ForecastWindowFlag
+	cli.ForecastWindowFlag
 	ForecastInterval time.Duration `name:"forecast.interval" default:"4h" help:"With --collector.extended: recompute slurmdbd_fairshare_recovery_seconds this often, a forecast of every user (0: off), or less often where it costs more than 20% of the refreshes in between; the last one is served in between, with its moment."`
 	MaxAssociations  int           `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
 
-	DemoFlags
+	cli.DemoFlags
 }
 
 // Validate checks what the flag groups (their own Validate, which kong
@@ -169,14 +166,6 @@ func (s *serveCmd) Run(env *runEnv) error {
 	return <-served
 }
 
-// newServer bounds what a client may hold: a request's headers must come
-// within 10 s, and an idle keep-alive connection is closed after 5
-// minutes (Prometheus keeps its own between scrapes, at intervals up to a
-// few minutes).
-func newServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
-}
-
 // ignoreHangup logs SIGHUP instead of dying of it (exit 129): there is
 // nothing to reload, slurm.conf is read again at every refresh.
 func ignoreHangup(ctx context.Context, log zerolog.Logger) {
@@ -199,11 +188,11 @@ func ignoreHangup(ctx context.Context, log zerolog.Logger) {
 // database may be down at startup: the exporter then serves up 0 until it
 // answers; a cluster it names that is not in cluster_table is an error.
 func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.Collector) (*engine.Loop, error) {
-	set, err := setup(log, &s.DBFlags, &s.SlurmFlags)
+	set, err := cli.NewSetup(log, &s.DBFlags, &s.SlurmFlags)
 	if err != nil {
 		return nil, err
 	}
-	conf, dsn := set.conf, set.dsn
+	conf, dsn := set.Conf, set.DSN
 	if err := slurmdbd.CheckDSN(dsn); err != nil {
 		return nil, err
 	}
@@ -223,14 +212,14 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 		interval = conf.PriorityCalcPeriod
 	}
 	opts := []engine.Option{engine.WithLogger(log), engine.WithQueryTimeout(s.DBTimeout), engine.WithClusters(s.Cluster...),
-		engine.WithReload(func() (*slurmconf.Config, error) { return loadSlurmConf(s.SlurmConf) }), engine.WithStateDir(set.stateDir),
+		engine.WithReload(func() (*slurmconf.Config, error) { return cli.LoadSlurmConf(s.SlurmConf) }), engine.WithStateDir(set.StateDir),
 		engine.WithTolerance(drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance}),
-		engine.WithMaui(s.config(), s.MauiInterval), engine.WithStorage(s.StoragePath)}
+		engine.WithMaui(s.Config(), s.MauiInterval), engine.WithStorage(s.StoragePath)}
 	if s.Extended {
 		opts = append(opts, engine.WithWhatIf(), engine.WithAllTRES())
 	}
-	tc := engine.TrackerConfig{Timeout: s.ReportedTimeout, Interval: interval, StateDir: set.stateDir, Period: conf.PriorityCalcPeriod, Confirm: 1}
-	if tc.Read, tc.BootTime, err = s.source(log, s.SlurmConf); err != nil {
+	tc := engine.TrackerConfig{Timeout: s.ReportedTimeout, Interval: interval, StateDir: set.StateDir, Period: conf.PriorityCalcPeriod, Confirm: 1}
+	if tc.Read, tc.BootTime, err = s.Source(log, s.SlurmConf); err != nil {
 		return nil, err
 	}
 	if tc.Read != nil {
@@ -243,44 +232,8 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 	return engine.NewLoop(engine.New(conf, dsn, opts...), col, sched), nil
 }
 
+// listen serves col until ctx ends.
 func (s *serveCmd) listen(ctx context.Context, env *runEnv, col *collector.Collector, ready func() bool) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", col.Handler(reg))
-	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy.") })
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "Not ready: no successful refresh from the database yet.", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "Ready.")
-	})
-	landing, err := web.NewLandingPage(web.LandingConfig{
-		Name:        "slurmdbd_exporter",
-		Description: "Slurm fairshare recomputed from the slurmdbd database, with its drift from what Slurm reports",
-		Version:     env.version,
-		Links: []web.LandingLinks{
-			{Address: "metrics", Text: "Metrics"},
-			{Address: "-/healthy", Text: "Health"},
-			{Address: "-/ready", Text: "Readiness"},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	mux.Handle("/", landing)
-	srv := newServer(mux)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	flags := &web.FlagConfig{WebListenAddresses: &s.ListenAddress, WebSystemdSocket: &s.SystemdSocket, WebConfigFile: &s.WebConfig}
-	err = web.ListenAndServe(srv, flags, slog.New(zerolog.NewSlogHandler(env.log)))
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return col.Serve(ctx, collector.ServeConfig{Ready: ready, Version: env.version, Log: slog.New(zerolog.NewSlogHandler(env.log)),
+		Web: &web.FlagConfig{WebListenAddresses: &s.ListenAddress, WebSystemdSocket: &s.SystemdSocket, WebConfigFile: &s.WebConfig}})
 }

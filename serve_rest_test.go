@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/rs/zerolog"
@@ -37,8 +36,8 @@ func TestServeSlurmrestd(t *testing.T) {
 	})
 	sock := testenv.UnixHTTPServer(t, h)
 
-	parse := func(args ...string) (*cli, error) {
-		var c cli
+	parse := func(args ...string) (*commandLine, error) {
+		var c commandLine
 		p, err := newParser(&c, kong.Exit(func(int) {}), kong.Writers(io.Discard, io.Discard))
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +53,7 @@ func TestServeSlurmrestd(t *testing.T) {
 		t.Errorf("--slurmrestd.api-version defaults to %q: want none (detected)", c.Serve.RestVersion)
 	}
 	var logs bytes.Buffer
-	report, err := c.Serve.restReport(zerolog.New(&logs))
+	report, err := c.Serve.RESTReport(zerolog.New(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,14 +79,5 @@ func TestServeSlurmrestd(t *testing.T) {
 		if _, err := parse(tc.args...); err == nil || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.msg)
 		}
-	}
-}
-
-// TestServerTimeouts: a client cannot hold a connection for ever, idle or
-// sending its headers slowly.
-func TestServerTimeouts(t *testing.T) {
-	s := newServer(http.NewServeMux())
-	if s.IdleTimeout <= 0 || s.IdleTimeout > 10*time.Minute || s.ReadHeaderTimeout <= 0 {
-		t.Errorf("IdleTimeout %v, ReadHeaderTimeout %v: expected both set", s.IdleTimeout, s.ReadHeaderTimeout)
 	}
 }

@@ -15,26 +15,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
-// ParseShareChange reads one what-if change: ACCOUNT=SHARES or
-// ACCOUNT/USER=SHARES, SHARES a number or parent (FairShare=parent).
-func ParseShareChange(w string) (fairshare.ShareChange, error) {
-	bad := fmt.Errorf("%q: expected ACCOUNT=SHARES or ACCOUNT/USER=SHARES, SHARES a number below %d or parent", w, fairshare.SharesParent)
-	name, val, ok := strings.Cut(w, "=")
-	acct, user, _ := strings.Cut(name, "/")
-	if !ok || acct == "" || strings.Contains(user, "/") || (strings.Contains(name, "/") && user == "") {
-		return fairshare.ShareChange{}, bad
-	}
-	c := fairshare.ShareChange{Account: acct, User: user, Shares: fairshare.SharesParent}
-	if val != "parent" {
-		n, err := strconv.ParseUint(val, 10, 32)
-		if err != nil || n >= uint64(fairshare.SharesParent) {
-			return fairshare.ShareChange{}, bad
-		}
-		c.Shares = uint32(n)
-	}
-	return c, nil
-}
-
 // The moments the forecast shows.
 var forecastAfter = []time.Duration{0, time.Hour, 6 * time.Hour, 24 * time.Hour, 3 * 24 * time.Hour, 7 * 24 * time.Hour}
 

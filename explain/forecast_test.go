@@ -80,14 +80,7 @@ func TestExplainWhatIf(t *testing.T) {
 	a := in.Tree.Association(u)
 	acct := in.Tree.Association(a.Parent)
 	flags := []string{acct.Account + "=1000", acct.Account + "/" + a.User + "=parent"}
-	var changes []fairshare.ShareChange
-	for _, f := range flags {
-		c, err := ParseShareChange(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		changes = append(changes, c)
-	}
+	changes := []fairshare.ShareChange{{Account: acct.Account, Shares: 1000}, {Account: acct.Account, User: a.User, Shares: fairshare.SharesParent}}
 	x, err := Shares(in, changes, flags, "")
 	if err != nil {
 		t.Fatal(err)
