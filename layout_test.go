@@ -112,12 +112,14 @@ var layers = map[string]int{
 	"slurmdbd": 2, "sshare": 2, "drift": 2,
 	// the pipeline, and the metrics it publishes to through an interface
 	"engine": 3, "collector": 3,
-	"explain": 4,
+	// what the commands answer, from engine's inputs
+	"explain": 4, "check": 4,
 }
 
 // denied are imports the layers allow but the design does not: explain
-// answers from engine's inputs, never from the database or the metrics.
-var denied = map[string][]string{"explain": {"slurmdbd", "collector"}}
+// and check answer from engine's inputs, never from the database or the
+// metrics.
+var denied = map[string][]string{"explain": {"slurmdbd", "collector"}, "check": {"slurmdbd", "collector"}}
 
 // TestImportsGoDown: see layers. A new package must be given a layer.
 func TestImportsGoDown(t *testing.T) {
