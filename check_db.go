@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/check"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
@@ -56,49 +54,29 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	var passRaw map[drift.Key]float64
-	var gap time.Duration
+	d := check.Database{Reported: reported, Algorithm: check.Pick(c.Algorithm, conf.Algorithm()),
+		Tolerance: drift.Tolerance{Formula: c.FormulaTolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance}}
 	if r != nil {
 		// read live: the tracker that read it knows the phase
 		opts = append(opts, engine.WithTracker(r.tracker))
 		window = &[2]time.Time{r.Start, r.End}
-		passRaw, gap = r.PassRaw(0), r.PassGap
+		d.PassRaw, d.PassGap = r.PassRaw(0), r.PassGap
 	}
 	if window != nil {
 		at = window[0].Add(window[1].Sub(window[0]) / 2)
 	}
+	d.Window = window
 	e := engine.New(conf, set.DSN, opts...)
 	defer e.Close()
 	in, err := e.Refresh(ctx, set.Cluster(c.Cluster), at)
 	if err != nil {
 		return err
 	}
-	var notes []string
-	if in.Phase.Source == result.PhaseUnknown {
-		notes = append(notes, "phase of the decay passes unknown (no readable priority_last_decay_ran): usage is judged against one PriorityCalcPeriod of decay and running jobs' charge")
-	}
-	alg := conf.Algorithm()
-	if c.Algorithm != "auto" {
-		alg = fairshare.Algorithm(c.Algorithm)
-	}
-	reported.FillMissingFactor(in.Settings.Dampening)
-	pass := in.PassError(window)
-	// the comparison serve makes, association by association: the
-	// database against Slurm's usage, with Slurm's formula beside it
-	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: in.Settings.Dampening,
-		Tolerance: drift.Tolerance{Formula: c.FormulaTolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance},
-		Report:    reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: passRaw, PassGap: gap.Seconds(), InferLag: true}, true)
+	rep, err := d.Compare(in)
 	if err != nil {
 		return err
 	}
-	rep := cmp.Usage
-	rep.Phase = &result.Phase{Source: in.Phase.Source, Uncertainty: time.Duration(pass.Window * float64(time.Second))}
-	rep.Formula = cmp.Formula
-	if alg == fairshare.AlgorithmDepthOblivious {
-		notes = append(notes, depthObliviousNote)
-	}
-	rep.Note = strings.Join(notes, "; ")
-	return writeReport(env, rep, c.Output)
+	return driftExit(check.Write(env.stdout, rep, c.Output))
 }
 
 // liveRead is sshare read live, with the tracker that read it.
@@ -118,7 +96,7 @@ func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, sta
 			return nil, nil, err
 		}
 		defer f.Close()
-		out, err = parseSshare(f, name, c.Algorithm)
+		out, err = check.Read(f, name, c.Algorithm)
 		return out, nil, err
 	}
 	wait, err := c.phaseWait(conf)

@@ -115,13 +115,13 @@ var layers = map[string]int{
 	// the pipeline, and the metrics it publishes to through an interface
 	"engine": 3, "collector": 3,
 	// the commands' own: their answers, and the flag groups they share
-	"explain": 4, "cli": 4,
+	"explain": 4, "check": 4, "cli": 4,
 }
 
 // denied are imports the layers allow but the design does not: explain
-// answers from engine's inputs, never from the database or the metrics;
-// cli reads flags, it renders nothing.
-var denied = map[string][]string{"explain": {"slurmdbd", "collector"}, "cli": {"collector", "explain"}}
+// and check answer from engine's inputs, never from the database or the
+// metrics; cli reads flags, it renders nothing.
+var denied = map[string][]string{"explain": {"slurmdbd", "collector"}, "check": {"slurmdbd", "collector"}, "cli": {"collector", "explain", "check"}}
 
 // TestImportsGoDown: see layers. A new package must be given a layer.
 func TestImportsGoDown(t *testing.T) {

@@ -1,0 +1,153 @@
+// Package check answers "does our fairshare agree with Slurm's?" for the
+// check command: it replays what Slurm reports (formula drift, the
+// one-pass lag of classic) or compares it with the database's rebuilt
+// usage (engine.Inputs), and writes the drift report as a table or JSON.
+// It reads no file, database or process itself; drift is told as a
+// value, not an exit.
+package check
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+)
+
+// DepthObliviousNote heads every depth_oblivious report.
+const DepthObliviousNote = "depth_oblivious is best effort: slurmctld sums siblings' normalized usage that it computes lazily, mixing values from different moments"
+
+// unknownPhaseNote: without the pass phase a live read cannot be placed
+// between two passes.
+const unknownPhaseNote = "phase of the decay passes unknown (no readable priority_last_decay_ran): usage is judged against one PriorityCalcPeriod of decay and running jobs' charge"
+
+// Pick is --algorithm: auto (the empty string too) is the algorithm
+// found from the input.
+func Pick(flag string, auto fairshare.Algorithm) fairshare.Algorithm {
+	if flag == "auto" || flag == "" {
+		return auto
+	}
+	return fairshare.Algorithm(flag)
+}
+
+// Replay is replay mode's settings: the report is its own input.
+type Replay struct {
+	Algorithm string  // --algorithm: auto, or a fairshare.Algorithm
+	Dampening float64 // FairShareDampeningFactor
+	Tolerance float64 // formula drift, drift.Tolerance.Formula
+}
+
+// Compare replays one report. prevRaw is RawUsage from the report taken
+// before slurmctld's last decay pass (nil: none; then the one-pass lag
+// is inferred from the report itself, drift.Input's InferLag). Errors
+// start with name.
+func (c Replay) Compare(out *shares.Table, prevRaw map[drift.Key]float64, name string) (*drift.Report, error) {
+	out.FillMissingFactor(c.Dampening)
+	auto := fairshare.AlgorithmClassic
+	if out.Has(shares.LevelFS) {
+		auto = fairshare.AlgorithmFairTree
+	}
+	alg := Pick(c.Algorithm, auto)
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
+		PrevRaw: prevRaw, InferLag: prevRaw == nil}, true)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	rep := cmp.Formula
+	var notes []string
+	if cmp.Lag != "" {
+		notes = append(notes, cmp.Lag)
+	}
+	rep.Note = note(notes, alg)
+	return rep, nil
+}
+
+// note joins a report's notes, depth_oblivious's last.
+func note(notes []string, alg fairshare.Algorithm) string {
+	if alg == fairshare.AlgorithmDepthOblivious {
+		notes = append(notes, DepthObliviousNote)
+	}
+	return strings.Join(notes, "; ")
+}
+
+// Database is database mode's comparison of one report with the
+// database.
+type Database struct {
+	Reported *shares.Table
+	// Window is when Reported was read (nil: at the moment Refresh
+	// rebuilt usage for).
+	Window *[2]time.Time
+	// PassRaw and PassGap are drift.Input's, from the tracker that read
+	// Reported live (nil, 0: read from a file).
+	PassRaw   map[drift.Key]float64
+	PassGap   time.Duration
+	Algorithm fairshare.Algorithm
+	Tolerance drift.Tolerance
+}
+
+// Compare is the comparison serve makes, association by association: the
+// database's usage (in) against Slurm's, with Slurm's formula beside it.
+func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
+	var notes []string
+	if in.Phase.Source == result.PhaseUnknown {
+		notes = append(notes, unknownPhaseNote)
+	}
+	d.Reported.FillMissingFactor(in.Settings.Dampening)
+	pass := in.PassError(d.Window)
+	cmp, err := drift.CompareReport(drift.Input{Algorithm: d.Algorithm, Dampening: in.Settings.Dampening, Tolerance: d.Tolerance,
+		Report: d.Reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: d.PassRaw, PassGap: d.PassGap.Seconds(), InferLag: true}, true)
+	if err != nil {
+		return nil, err
+	}
+	rep := cmp.Usage
+	rep.Phase = &result.Phase{Source: in.Phase.Source, Uncertainty: time.Duration(pass.Window * float64(time.Second))}
+	rep.Formula = cmp.Formula
+	rep.Note = note(notes, d.Algorithm)
+	return rep, nil
+}
+
+// Read is sshare.ReadAny with --algorithm's columns for output without a
+// header.
+func Read(r io.Reader, name, algorithm string) (*shares.Table, error) {
+	out, err := sshare.ReadAny(r, name, Layout(algorithm))
+	return out, NoHeader(name, err)
+}
+
+// Layout is --algorithm's columns of sshare text without a header (nil:
+// auto, from the header).
+func Layout(algorithm string) sshare.Layout {
+	if algorithm == "auto" || algorithm == "" {
+		return nil
+	}
+	fairTree := algorithm == string(fairshare.AlgorithmFairTree)
+	return func(n int) ([]string, error) { return shares.ColumnsForCount(n, fairTree) }
+}
+
+// NoHeader says what to do about output without a header.
+func NoHeader(name string, err error) error {
+	if errors.Is(err, sshare.ErrNoHeader) {
+		return fmt.Errorf("%s: --algorithm auto needs sshare's header line (without it, Fair Tree -l and classic -l -m output have the same number of columns): rerun sshare without -n or pass --algorithm", name)
+	}
+	return err
+}
+
+// Write prints one report as format (json or table) and tells whether
+// it is free of drift.
+func Write(w io.Writer, rep *drift.Report, format string) (ok bool, err error) {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(w)
+	}
+	return rep.OK(), err
+}
