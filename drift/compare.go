@@ -238,8 +238,8 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 // compareFormula is the formula part: the report's values against its
 // replay on the report's own usage, within what the replay's unknowns
 // explain (the report's precision, a lag of one pass, the usage at the
-// last pass); and, under Fair Tree, the ranks. While Slurm settles
-// (in.Settling) nothing is judged.
+// last pass); and, under Fair Tree, the ranks. While slurmctld settles
+// after a restart (in.Settling) the drift is measured but not judged.
 func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fairshare.Values, entries bool) error {
 	out, alg, damp, tol := in.Report, in.Algorithm, in.Dampening, in.Tolerance
 	bounds := rt.UsageBounds(alg, replay, shares.UsageResolution, in.passGapCharge(rt), damp)
