@@ -205,7 +205,7 @@ type Comparison struct {
 // the database. entries keeps every association's entry (check prints
 // them); without, only the sums are made (serve, at every report).
 func CompareReport(in Input, entries bool) (*Comparison, error) {
-	out, alg, damp, tol := in.Report, in.Algorithm, in.Dampening, in.Tolerance
+	out := in.Report
 	assocs, err := out.Associations()
 	if err != nil {
 		return nil, err
@@ -214,54 +214,54 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if err != nil {
 		return nil, err
 	}
-	replay, err := rt.Compute(alg, damp)
+	replay, err := rt.Compute(in.Algorithm, in.Dampening)
 	if err != nil {
 		return nil, err
 	}
-	c := &Comparison{ByKey: make(map[Key]*shares.Row, len(out.Rows)), Applied: applied(out, rt, alg)}
+	c := &Comparison{ByKey: make(map[Key]*shares.Row, len(out.Rows)), Applied: applied(out, rt, in.Algorithm)}
 	for i := range out.Rows {
 		r := &out.Rows[i]
 		c.ByKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
 	}
+	if err := c.compareFormula(&in, rt, replay, entries); err != nil {
+		return nil, err
+	}
+	if in.DB == nil {
+		return c, nil
+	}
+	if err := c.compareUsage(&in, rt, replay, entries); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
+// compareFormula is the formula part: the report's values against its
+// replay on the report's own usage, within what the replay's unknowns
+// explain (the report's precision, a lag of one pass, the usage at the
+// last pass); and, under Fair Tree, the ranks. While slurmctld settles
+// after a restart (in.Settling) the drift is measured but not judged.
+func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fairshare.Values, entries bool) error {
+	out, alg, damp, tol := in.Report, in.Algorithm, in.Dampening, in.Tolerance
 	bounds := rt.UsageBounds(alg, replay, shares.UsageResolution, in.passGapCharge(rt), damp)
 	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
 		widenForLag(rt, replay, bounds, in.PrevRaw, damp)
 	}
 	var atPass []fairshare.Values // the replay on the usage at the last pass
 	if in.PassRaw != nil {
+		var err error
 		if atPass, err = widenForPass(rt, replay, bounds, in.PassRaw, alg, damp); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	reported := FromSshare(out)
-	for i := range reported {
-		if notYetComputed(out, &out.Rows[i]) {
-			v := &reported[i].Values
-			v.EffectiveUsage, v.FairShare, v.LevelFS = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
-		}
-	}
-	formula := c.part(alg, tol.Formula, reported, FromTree(rt, replay, bounds), entries, &c.Formula)
+	formula := c.part(alg, tol.Formula, reportedSides(out), FromTree(rt, replay, bounds), entries, &c.Formula)
 	if entries {
-		for i := range out.Rows {
-			if notYetComputed(out, &out.Rows[i]) && i < len(c.Formula.Associations) {
-				c.Formula.Summary.NotYetComputed++
-				e := &c.Formula.Associations[i]
-				e.Notes = append(e.Notes, "not yet computed by slurmctld (added since its last decay pass): its factor is not compared")
-			}
-		}
+		c.noteNotYetComputed(out)
 		if in.InferLag && in.PrevRaw == nil && alg == fairshare.AlgorithmClassic {
 			c.Lag = inferLag(out, rt, bounds, damp, tol.Formula, c.Formula)
 		}
 	}
-	m, b := formula.MaxDrift, formula.MaxBound
-	for k, v := range []Num{m.NormShares, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
-		name := []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs"}[k]
-		bound := []Num{b.NormShares, b.NormUsage, b.EffectiveUsage, b.FairShare, b.LevelFS}[k]
-		c.Drift = append(c.Drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Bound: float64(bound), Beyond: formula.Beyond[name]})
-	}
-	fairTree := alg == fairshare.AlgorithmFairTree
-	if fairTree {
+	c.appendFormulaDrift(formula)
+	if alg == fairshare.AlgorithmFairTree {
 		c.Drift = append(c.Drift, c.formulaRanks(out, rt, replay, atPass))
 	}
 	if in.Settling {
@@ -269,19 +269,84 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 			c.Drift[i].Bound, c.Drift[i].Beyond = math.Inf(1), 0
 		}
 	}
-	if in.DB == nil {
-		return c, nil
-	}
+	return nil
+}
 
-	own, err := in.DB.Compute(alg, damp)
-	if err != nil {
-		return nil, err
+// reportedSides are the report's rows as sides, with the values of the
+// rows slurmctld has not computed yet blank.
+func reportedSides(out *shares.Table) []Side {
+	reported := FromSshare(out)
+	for i := range reported {
+		if notYetComputed(out, &out.Rows[i]) {
+			v := &reported[i].Values
+			v.EffectiveUsage, v.FairShare, v.LevelFS = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
+		}
 	}
+	return reported
+}
+
+// noteNotYetComputed counts and notes the formula entries of the rows
+// slurmctld has not computed yet.
+func (c *Comparison) noteNotYetComputed(out *shares.Table) {
+	for i := range out.Rows {
+		if notYetComputed(out, &out.Rows[i]) && i < len(c.Formula.Associations) {
+			c.Formula.Summary.NotYetComputed++
+			e := &c.Formula.Associations[i]
+			e.Notes = append(e.Notes, "not yet computed by slurmctld (added since its last decay pass): its factor is not compared")
+		}
+	}
+}
+
+// appendFormulaDrift adds the formula part's largest drift and bound of
+// each value but raw usage (the replay's input).
+func (c *Comparison) appendFormulaDrift(formula Summary) {
+	m, b := formula.MaxDrift, formula.MaxBound
+	for k, v := range []Num{m.NormShares, m.NormUsage, m.EffectiveUsage, m.FairShare, m.LevelFS} {
+		name := []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs"}[k]
+		bound := []Num{b.NormShares, b.NormUsage, b.EffectiveUsage, b.FairShare, b.LevelFS}[k]
+		c.Drift = append(c.Drift, result.Drift{Kind: result.DriftFormula, Value: name, Max: math.Abs(float64(v)), Bound: float64(bound), Beyond: formula.Beyond[name]})
+	}
+}
+
+// compareUsage is the usage part: the algorithm on the database's usage
+// (in.DB) against the replay on the report's (usageSides), and the
+// shares, the associations present on either side and, under Fair
+// Tree, the rank.
+func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairshare.Values, entries bool) error {
+	alg := in.Algorithm
+	own, err := in.DB.Compute(alg, in.Dampening)
+	if err != nil {
+		return err
+	}
+	repSide, dbSide := usageSides(in, rt, replay, own)
+	usage := c.part(alg, 0, repSide, dbSide, entries, &c.Usage)
+	if entries {
+		noteUsageOrigin(c.Usage)
+	}
+	present := float64(usage.Counts[StatusOnlyReported] + usage.Counts[StatusOnlyComputed])
+	c.Drift = append(c.Drift,
+		result.Drift{Kind: result.DriftUsage, Value: "raw_usage", Max: float64(usage.MaxRelative.RawUsage), Bound: float64(usage.MaxRelativeBound.RawUsage), Beyond: usage.Beyond["raw_usage"]},
+		result.Drift{Kind: result.DriftUsage, Value: "fairshare", Max: math.Abs(float64(usage.MaxDrift.FairShare)), Bound: float64(usage.MaxBound.FairShare), Beyond: usage.Beyond["fairshare"]},
+		result.Drift{Kind: result.DriftUsage, Value: "associations", Max: present, Beyond: int(present)})
+	fairTree := alg == fairshare.AlgorithmFairTree
+	shareDrift, rankDrift := c.usagePairs(in.DB, own, rt, replay, fairTree, in.TieOrderKnown)
+	c.Drift = append(c.Drift, shareDrift)
+	if fairTree {
+		c.Drift = append(c.Drift, rankDrift)
+	}
+	return nil
+}
+
+// usageSides are the replay on the report's usage (rt, replay) and the
+// algorithm on the database's (own) as sides. The database's raw usage
+// is known to within the charge the pass moment explains, and its
+// factor to within that and the report's integer RawUsage; the other
+// values follow from raw usage and are not judged.
+func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values) (repSide, dbSide []Side) {
+	tol := in.Tolerance
 	rawErr, _ := in.Pass.bounds(in.DB)
-	// the factor from the database's usage, known to within the charge
-	// the pass moment explains and the report's integer RawUsage
-	factorErr := in.Pass.FactorBounds(in.DB, alg, own, shares.UsageResolution, damp, in.TieOrderKnown)
-	dbSide, repSide := FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
+	factorErr := in.Pass.FactorBounds(in.DB, in.Algorithm, own, shares.UsageResolution, in.Dampening, in.TieOrderKnown)
+	dbSide, repSide = FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
 		dbSide[i].Bound = Values{NormShares: notJudged, NormUsage: notJudged, EffectiveUsage: notJudged, LevelFS: notJudged,
@@ -293,25 +358,11 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 		// sshare prints RawUsage truncated to an integer; the replay's
 		// own tie order is unknown
 		repSide[j].Bound = Values{RawUsage: shares.UsageResolution}
-		if fairTree && !in.TieOrderKnown {
+		if in.Algorithm == fairshare.AlgorithmFairTree && !in.TieOrderKnown {
 			repSide[j].Bound.FairShare = Num(replay[j].RankSpread(rt.Users()))
 		}
 	}
-	usage := c.part(alg, 0, repSide, dbSide, entries, &c.Usage)
-	if entries {
-		noteUsageOrigin(c.Usage)
-	}
-	present := float64(usage.Counts[StatusOnlyReported] + usage.Counts[StatusOnlyComputed])
-	c.Drift = append(c.Drift,
-		result.Drift{Kind: result.DriftUsage, Value: "raw_usage", Max: float64(usage.MaxRelative.RawUsage), Bound: float64(usage.MaxRelativeBound.RawUsage), Beyond: usage.Beyond["raw_usage"]},
-		result.Drift{Kind: result.DriftUsage, Value: "fairshare", Max: math.Abs(float64(usage.MaxDrift.FairShare)), Bound: float64(usage.MaxBound.FairShare), Beyond: usage.Beyond["fairshare"]},
-		result.Drift{Kind: result.DriftUsage, Value: "associations", Max: present, Beyond: int(present)})
-	shares, rank := c.usagePairs(in.DB, own, rt, replay, fairTree, in.TieOrderKnown)
-	c.Drift = append(c.Drift, shares)
-	if fairTree {
-		c.Drift = append(c.Drift, rank)
-	}
-	return c, nil
+	return repSide, dbSide
 }
 
 // part compares reported with computed under tolerance, keeping the

@@ -207,91 +207,30 @@ func Summarize(tolerance float64, reported, computed []Side) Summary {
 // compare matches the sides as Compare says, giving each entry to emit
 // (nil: none).
 func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Summary {
-	var sum Summary
-	sum.Counts = make(map[Status]int, len(Statuses))
-	for _, s := range Statuses {
-		sum.Counts[s] = 0
-	}
-	sum.Beyond = make(map[string]int, len(Fields))
-	for _, f := range Fields {
-		sum.Beyond[f] = 0
-	}
-	maxDrift, maxRel := sum.MaxDrift.fields(), sum.MaxRelative.fields()
-	maxBound, maxRelBound := sum.MaxBound.fields(), sum.MaxRelativeBound.fields()
-	// Without sshare -m, one user's associations in several partitions
-	// share a key and the partition is unknown: they are matched in order.
-	byKey := chains(computed, func(s *Side) Key { return s.Key })
-	var byUser *chain // made only when a key does not match
-	used := make([]bool, len(computed))
-	match := func(k Key) int {
-		if ci := byKey.first(k, used); ci >= 0 || k.Partition != "" {
-			return ci
-		}
-		if byUser == nil {
-			byUser = chains(computed, func(s *Side) Key { return Key{Account: s.Key.Account, User: s.Key.User} })
-		}
-		return byUser.first(k, used)
-	}
+	sum := newSummary()
+	mx := sum.maxima()
+	m := newMatcher(computed)
 	for i := range reported {
 		rep := &reported[i]
-		rv := rep.Values
 		status := StatusOnlyReported
-		var cv, d, allowed, bound Values
-		ci := match(rep.Key)
+		var d, allowed, bound Values
+		ci := m.match(rep.Key)
 		if ci >= 0 {
-			used[ci] = true
-			com := &computed[ci]
-			cv = com.Values
-			status = StatusOK
-			cf, rf, df, af := cv.fields(), rv.fields(), d.fields(), allowed.fields()
-			cb, rb := com.Bound.fields(), rep.Bound.fields()
-			cm, rm := com.Margin.fields(), rep.Margin.fields()
-			crel, rrel := com.Relative.fields(), rep.Relative.fields()
-			bf := bound.fields()
-			for k := range cf {
-				larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
-				*bf[k] = *cb[k] + *rb[k]
-				*af[k] = Num(tolerance) + *cm[k] + *rm[k] + *bf[k]
-				if rel := max(*crel[k], *rrel[k]); rel > 0 {
-					*af[k] += rel * Num(larger)
-				}
-				dk := diff(float64(*cf[k]), float64(*rf[k]))
-				*df[k] = Num(dk)
-				if math.IsNaN(dk) {
-					continue
-				}
-				if math.Abs(dk) > math.Abs(float64(*maxDrift[k])) {
-					*maxDrift[k] = Num(dk)
-				}
-				if r := math.Abs(dk) / math.Max(larger, 1); r > float64(*maxRel[k]) && !math.IsInf(larger, 0) {
-					*maxRel[k] = Num(r)
-				}
-				if b := float64(*bf[k]); b > float64(*maxBound[k]) {
-					*maxBound[k] = Num(b)
-				}
-				// relative drift cannot exceed 1: a bound of 1 allows anything
-				if r := math.Min(float64(*bf[k])/math.Max(larger, 1), 1); r > float64(*maxRelBound[k]) && !math.IsInf(larger, 0) {
-					*maxRelBound[k] = Num(r)
-				}
-				if math.Abs(dk) > float64(*af[k]) {
-					status = StatusDrift
-					sum.Beyond[Fields[k]]++
-				}
-			}
+			status = mx.pair(tolerance, rep, &computed[ci], &d, &allowed, &bound)
 		}
 		sum.Counts[status]++
 		if emit == nil {
 			continue
 		}
 		e := Entry{Account: rep.Key.Account, User: rep.Key.User, Partition: rep.Key.Partition, Parent: rep.Parent, Depth: rep.Depth, Status: status,
-			Reported: ref(rv)}
+			Reported: ref(rep.Values)}
 		if ci >= 0 {
-			e.Computed, e.Drift, e.Allowed, e.Bound = ref(cv), ref(d), ref(allowed), ref(bound)
+			e.Computed, e.Drift, e.Allowed, e.Bound = ref(computed[ci].Values), ref(d), ref(allowed), ref(bound)
 		}
 		emit(e)
 	}
 	for i := range computed {
-		if used[i] {
+		if m.used[i] {
 			continue
 		}
 		sum.Counts[StatusOnlyComputed]++
@@ -301,6 +240,103 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 		}
 	}
 	return sum
+}
+
+// newSummary is an empty summary, with every status and value counted
+// (0).
+func newSummary() Summary {
+	sum := Summary{Counts: make(map[Status]int, len(Statuses)), Beyond: make(map[string]int, len(Fields))}
+	for _, s := range Statuses {
+		sum.Counts[s] = 0
+	}
+	for _, f := range Fields {
+		sum.Beyond[f] = 0
+	}
+	return sum
+}
+
+// maxima are a summary's largest drifts and bounds, value by value, and
+// its counts of drift beyond what is allowed.
+type maxima struct {
+	drift, rel, bound, relBound [6]*Num
+	beyond                      map[string]int
+}
+
+func (s *Summary) maxima() maxima {
+	return maxima{s.MaxDrift.fields(), s.MaxRelative.fields(), s.MaxBound.fields(), s.MaxRelativeBound.fields(), s.Beyond}
+}
+
+// pair compares the values of rep and com, present on both sides, into
+// their drift d, what is allowed and the bound, keeps the maxima and
+// says whether the association drifts.
+func (mx *maxima) pair(tolerance float64, rep, com *Side, d, allowed, bound *Values) Status {
+	status := StatusOK
+	cf, rf, df, af := com.Values.fields(), rep.Values.fields(), d.fields(), allowed.fields()
+	cb, rb := com.Bound.fields(), rep.Bound.fields()
+	cm, rm := com.Margin.fields(), rep.Margin.fields()
+	crel, rrel := com.Relative.fields(), rep.Relative.fields()
+	bf := bound.fields()
+	for k := range cf {
+		larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
+		*bf[k] = *cb[k] + *rb[k]
+		*af[k] = Num(tolerance) + *cm[k] + *rm[k] + *bf[k]
+		if rel := max(*crel[k], *rrel[k]); rel > 0 {
+			*af[k] += rel * Num(larger)
+		}
+		dk := diff(float64(*cf[k]), float64(*rf[k]))
+		*df[k] = Num(dk)
+		if math.IsNaN(dk) {
+			continue
+		}
+		if math.Abs(dk) > math.Abs(float64(*mx.drift[k])) {
+			*mx.drift[k] = Num(dk)
+		}
+		if r := math.Abs(dk) / math.Max(larger, 1); r > float64(*mx.rel[k]) && !math.IsInf(larger, 0) {
+			*mx.rel[k] = Num(r)
+		}
+		if b := float64(*bf[k]); b > float64(*mx.bound[k]) {
+			*mx.bound[k] = Num(b)
+		}
+		// relative drift cannot exceed 1: a bound of 1 allows anything
+		if r := math.Min(float64(*bf[k])/math.Max(larger, 1), 1); r > float64(*mx.relBound[k]) && !math.IsInf(larger, 0) {
+			*mx.relBound[k] = Num(r)
+		}
+		if math.Abs(dk) > float64(*af[k]) {
+			status = StatusDrift
+			mx.beyond[Fields[k]]++
+		}
+	}
+	return status
+}
+
+// matcher finds each reported side's computed side, once each. Without
+// sshare -m, one user's associations in several partitions share a key
+// and the partition is unknown: they are matched in order.
+type matcher struct {
+	computed []Side
+	byKey    *chain
+	byUser   *chain // made only when a key does not match
+	used     []bool
+}
+
+func newMatcher(computed []Side) matcher {
+	return matcher{computed: computed, byKey: chains(computed, func(s *Side) Key { return s.Key }), used: make([]bool, len(computed))}
+}
+
+// match is the computed side of key k not yet matched (-1: none), now
+// matched.
+func (m *matcher) match(k Key) int {
+	ci := m.byKey.first(k, m.used)
+	if ci < 0 && k.Partition == "" {
+		if m.byUser == nil {
+			m.byUser = chains(m.computed, func(s *Side) Key { return Key{Account: s.Key.Account, User: s.Key.User} })
+		}
+		ci = m.byUser.first(k, m.used)
+	}
+	if ci >= 0 {
+		m.used[ci] = true
+	}
+	return ci
 }
 
 // ref is a copy of v on the heap: an entry's values, made only when there

@@ -230,93 +230,153 @@ const skipBlock = 16
 // bounds stay on the starting side of thr (with a margin for rounding)
 // has no sample that crosses.
 func (s *sharedScenario) classicSkip(u *recoveryUser, samples []float64, now []Values, thr float64, ue []float64) func(a, b int, rising bool) bool {
-	t, p := s.f.Tree, s.f.Passes
+	t := s.f.Tree
 	damp := s.f.Dampening
 	if damp <= 0 {
 		damp = 1
 	}
 	nb := (len(samples) - 1 + skipBlock - 1) / skipBlock
-	brk := mergeSorted(u.own, s.subBreaks(u.i))
-	// per block: 0 not yet, 1 may cross, 2 none crosses; by side
-	state := [2][]uint8{make([]uint8, nb), make([]uint8, nb)}
-	var path []int32
-	for d := u.i; d >= 0; d = t.parent[d] {
-		path = append(path, d)
+	cb := &classicBlocks{s: s, u: u, samples: samples, now: now, thr: thr, damp: damp,
+		brk:   mergeSorted(u.own, s.subBreaks(u.i)),
+		state: [2][]uint8{make([]uint8, nb), make([]uint8, nb)},
+		uLo:   map[int32]float64{},
+		uHi:   map[int32]float64{},
+		ueLo:  ue,
+		ueHi:  make([]float64, t.Len()),
 	}
-	uLo, uHi := map[int32]float64{}, map[int32]float64{}
-	ueLo, ueHi := ue, make([]float64, t.Len())
-	bound := func(blk int, rising bool) bool {
-		a := 1 + blk*skipBlock
-		b := min(a+skipBlock, len(samples)) - 1
-		qa, qb := p.LastPass(samples[a]), p.LastPass(samples[b])
-		// u's own usage plus δ, and δ
-		xLo, xHi, dLo, dHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-		point := func(q float64) {
-			m := s.at(q)
-			d := u.delta(m)
-			x := s.usage(u.i, &m) + d
-			xLo, xHi, dLo, dHi = math.Min(xLo, x), math.Max(xHi, x), math.Min(dLo, d), math.Max(dHi, d)
-		}
-		point(qa)
-		point(qb)
-		k, _ := slices.BinarySearch(brk, qa)
-		for ; k < len(brk) && brk[k] <= qb; k++ {
-			point(brk[k])
-			if brk[k]-p.Period >= qa {
-				point(brk[k] - p.Period)
+	for d := u.i; d >= 0; d = t.parent[d] {
+		cb.path = append(cb.path, d)
+	}
+	return cb.skip
+}
+
+// classicBlocks is classicSkip's bounds of one user's classic factor,
+// block by block.
+type classicBlocks struct {
+	s         *sharedScenario
+	u         *recoveryUser
+	samples   []float64
+	now       []Values
+	thr, damp float64
+	// brk are u's own breaks and its subtree's steps'
+	brk []float64
+	// per block: 0 not yet, 1 may cross, 2 none crosses; by side
+	state [2][]uint8
+	// path is u's, up to root
+	path []int32
+	// the bounds of the block at hand: usage and effective usage by
+	// association on the path
+	uLo, uHi   map[int32]float64
+	ueLo, ueHi []float64
+}
+
+// skip says whether no sample from a to b crosses on the given side,
+// bounding each block they touch once.
+func (cb *classicBlocks) skip(a, b int, rising bool) bool {
+	side := 0
+	if rising {
+		side = 1
+	}
+	state := cb.state[side]
+	for blk := (a - 1) / skipBlock; blk <= (b-1)/skipBlock; blk++ {
+		if state[blk] == 0 {
+			state[blk] = 1
+			if cb.bound(blk, rising) {
+				state[blk] = 2
 			}
 		}
-		for _, d := range path {
-			if d == u.i {
-				uLo[d], uHi[d] = xLo, xHi
-				continue
-			}
-			l, h := s.blockRange(d, blk, samples)
-			uLo[d], uHi[d] = l+dLo, h+dHi
-		}
-		rLo, rHi := uLo[t.root], uHi[t.root]
-		if !(rLo > 0) || xLo < 0 {
+		if state[blk] != 2 {
 			return false
 		}
-		ueLo[t.root], ueHi[t.root] = 1, 1
-		for k := len(path) - 2; k >= 0; k-- {
-			d := path[k]
-			if w := t.shares[d] / t.levelShares[d]; t.fsParent[d] != t.root && !t.usesParent(d) && t.levelShares[d] != 0 && !(w >= 0 && w <= 1) {
-				return false // not monotone in both
-			}
-			nLo, nHi := normUsage(math.Max(uLo[d], 0), rHi), normUsage(uHi[d], rLo)
-			ueLo[d] = t.effectiveUsage(d, nLo, ueLo[t.fsParent[d]])
-			ueHi[d] = t.effectiveUsage(d, nHi, ueHi[t.fsParent[d]])
-		}
-		f := u.i
-		if t.usesParent(u.i) {
-			f = t.fsParent[u.i]
-		}
-		fLo := ClassicFactor(ueHi[f]*(1+1e-9), now[f].NormShares, damp)
-		fHi := ClassicFactor(ueLo[f]*(1-1e-9), now[f].NormShares, damp)
-		if rising {
-			return fHi < thr*(1-1e-9)
-		}
-		return fLo >= thr*(1+1e-9)
 	}
-	return func(a, b int, rising bool) bool {
-		side := 0
-		if rising {
-			side = 1
+	return true
+}
+
+// span is a running lowest and highest.
+type span struct{ lo, hi float64 }
+
+func emptySpan() span { return span{math.Inf(1), math.Inf(-1)} }
+
+func (r *span) add(v float64) { r.lo, r.hi = math.Min(r.lo, v), math.Max(r.hi, v) }
+
+// bound says whether the factor stays on its starting side at every
+// sample of block blk.
+func (cb *classicBlocks) bound(blk int, rising bool) bool {
+	s, t, u := cb.s, cb.s.f.Tree, cb.u
+	x, d := cb.ownSpan(blk)
+	for _, k := range cb.path {
+		if k == u.i {
+			cb.uLo[k], cb.uHi[k] = x.lo, x.hi
+			continue
 		}
-		for blk := (a - 1) / skipBlock; blk <= (b-1)/skipBlock; blk++ {
-			if state[side][blk] == 0 {
-				state[side][blk] = 1
-				if bound(blk, rising) {
-					state[side][blk] = 2
-				}
-			}
-			if state[side][blk] != 2 {
-				return false
-			}
-		}
-		return true
+		l, h := s.blockRange(k, blk, cb.samples)
+		cb.uLo[k], cb.uHi[k] = l+d.lo, h+d.hi
 	}
+	if !cb.effectiveSpan(x.lo) {
+		return false
+	}
+	f := u.i
+	if t.usesParent(u.i) {
+		f = t.fsParent[u.i]
+	}
+	fLo := ClassicFactor(cb.ueHi[f]*(1+1e-9), cb.now[f].NormShares, cb.damp)
+	fHi := ClassicFactor(cb.ueLo[f]*(1-1e-9), cb.now[f].NormShares, cb.damp)
+	if rising {
+		return fHi < cb.thr*(1-1e-9)
+	}
+	return fLo >= cb.thr*(1+1e-9)
+}
+
+// ownSpan bounds u's own usage plus δ (x), and δ (d), over block blk:
+// their values at the block's ends and at u's breaks inside, and the
+// pass before each break.
+func (cb *classicBlocks) ownSpan(blk int) (x, d span) {
+	s, u, p := cb.s, cb.u, cb.s.f.Passes
+	a := 1 + blk*skipBlock
+	b := min(a+skipBlock, len(cb.samples)) - 1
+	qa, qb := p.LastPass(cb.samples[a]), p.LastPass(cb.samples[b])
+	x, d = emptySpan(), emptySpan()
+	point := func(q float64) {
+		m := s.at(q)
+		dq := u.delta(m)
+		xq := s.usage(u.i, &m) + dq
+		x.add(xq)
+		d.add(dq)
+	}
+	point(qa)
+	point(qb)
+	brk := cb.brk
+	k, _ := slices.BinarySearch(brk, qa)
+	for ; k < len(brk) && brk[k] <= qb; k++ {
+		point(brk[k])
+		if brk[k]-p.Period >= qa {
+			point(brk[k] - p.Period)
+		}
+	}
+	return x, d
+}
+
+// effectiveSpan bounds the effective usage of each association on the
+// path from root down, from uLo and uHi (xLo is u's lowest usage): false
+// where the bounds do not hold (root's usage not above 0, u's below 0,
+// or a weight outside [0,1], where it is not monotone in both).
+func (cb *classicBlocks) effectiveSpan(xLo float64) bool {
+	t := cb.s.f.Tree
+	rLo, rHi := cb.uLo[t.root], cb.uHi[t.root]
+	if !(rLo > 0) || xLo < 0 {
+		return false
+	}
+	cb.ueLo[t.root], cb.ueHi[t.root] = 1, 1
+	for k := len(cb.path) - 2; k >= 0; k-- {
+		d := cb.path[k]
+		if w := t.shares[d] / t.levelShares[d]; t.fsParent[d] != t.root && !t.usesParent(d) && t.levelShares[d] != 0 && !(w >= 0 && w <= 1) {
+			return false // not monotone in both
+		}
+		nLo, nHi := normUsage(math.Max(cb.uLo[d], 0), rHi), normUsage(cb.uHi[d], rLo)
+		cb.ueLo[d] = t.effectiveUsage(d, nLo, cb.ueLo[t.fsParent[d]])
+		cb.ueHi[d] = t.effectiveUsage(d, nHi, cb.ueHi[t.fsParent[d]])
+	}
+	return true
 }
 
 // blockRange is the lowest and highest usage of association d at the
@@ -785,178 +845,278 @@ type rankEvent struct {
 // subtrees: its runs are those, not every step's.
 func (u *recoveryUser) fairRanks(now []Values, count []int32) *fairRanks {
 	s := u.s
-	t, p := s.f.Tree, s.f.Passes
-	type end struct {
-		m     moment
-		delta float64
-	}
-	// the ends of each run of passes between breaks, the first from At
-	runs := func(breaks []float64) [][2]end {
-		ends := make([][2]end, len(breaks)+1)
-		for k := range ends {
-			a, b := runSpan(breaks, k, s.f.At, u.horizon, p.Period)
-			ma, mb := s.at(a), s.at(b)
-			ends[k] = [2]end{{ma, u.delta(ma)}, {mb, u.delta(mb)}}
-		}
-		return ends
-	}
-	r := &fairRanks{u: u, base: now[u.i]}
-	// c's level and its fs parent's usage at m, the same for each sibling
-	type side struct{ l, rawP float64 }
-	level := func(c int32, m *moment, delta float64) side {
-		rawP, rawC := s.usage(t.fsParent[c], m), s.usage(c, m)
-		return side{t.shiftedLevel(c, now[c].NormShares, t.levelFS(c, now[c].NormShares, rawC, rawP), rawP, rawC, delta), rawP}
-	}
-	var buf [2][][2]side
-	levels := func(c int32, ends [][2]end, b int) [][2]side {
-		out := slices.Grow(buf[b][:0], len(ends))[:len(ends)]
-		buf[b] = out
-		for k, e := range ends {
-			out[k] = [2]side{level(c, &ends[k][0].m, e[0].delta), level(c, &ends[k][1].m, e[1].delta)}
-		}
-		return out
-	}
-	above := func(sib int32, m *moment, c side) bool {
-		return t.levelFS(sib, now[sib].NormShares, s.usage(sib, m), c.rawP) > c.l
-	}
-	after := func(c, sib int32, m *moment, delta float64) bool { return above(sib, m, level(c, m, delta)) }
-	ownEnds := runs(u.own)
+	t := s.f.Tree
+	w := rankWalk{u: u, now: now, count: count, r: &fairRanks{u: u, base: now[u.i]}}
+	w.ownEnds = u.runEnds(u.own)
 	// dMax bounds |δ| over the horizon: δ is monotone between the breaks
 	// of u and of i's steps, the runs of the first level
-	iEnds := ownEnds
+	w.iEnds = w.ownEnds
 	if sb := s.subBreaks(u.i); len(sb) > 0 {
-		iEnds = runs(mergeSorted(u.own, sb))
+		w.iEnds = u.runEnds(mergeSorted(u.own, sb))
 	}
-	dMax := 0.0
-	for _, e := range iEnds {
-		dMax = math.Max(dMax, math.Max(math.Abs(e[0].delta), math.Abs(e[1].delta)))
+	for _, e := range w.iEnds {
+		w.dMax = math.Max(w.dMax, math.Max(math.Abs(e[0].delta), math.Abs(e[1].delta)))
 	}
 	for c := u.i; c != t.root; c = t.fsParent[c] {
-		par := t.fsParent[c]
-		cBreaks, cEnds := u.own, ownEnds
-		var cLevels [][2]side
-		if sb := s.subBreaks(c); len(sb) > 0 {
-			cBreaks = mergeSorted(u.own, sb)
-			cEnds = nil
-			if c == u.i {
-				cEnds = iEnds
-			}
-		}
-		for _, sib := range t.kids[t.kidStart[par]:t.kidStart[par+1]] {
-			if sib == c || count[sib] == 0 {
-				continue
-			}
-			var cur bool
-			flip := func(q float64, to bool) {
-				d := count[sib]
-				if !to {
-					d = -d
-				}
-				r.events = append(r.events, rankEvent{q: q, d: d})
-				cur = to
-			}
-			// run compares at the ends of one run and bisects where the
-			// comparison changes
-			run := func(e *[2]end, lv [2]side) {
-				if a := above(sib, &e[0].m, lv[0]); a != cur {
-					flip(e[0].m.q, a)
-				}
-				if b := above(sib, &e[1].m, lv[1]); b != cur {
-					lo, hi := p.LastPass(e[0].m.q), e[1].m.q
-					for hi-lo > p.Period*1.5 {
-						mid := lo + math.Floor((hi-lo)/p.Period/2)*p.Period
-						if m := s.at(mid); after(c, sib, &m, u.delta(m)) == cur {
-							lo = mid
-						} else {
-							hi = mid
-						}
-					}
-					flip(hi, b)
-				}
-			}
-			if c != u.i && len(s.subBreaks(c))+len(s.subBreaks(sib)) > 16 && s.plainLevel(c, now) && s.plainLevel(sib, now) {
-				pr := s.pair(c, sib, now)
-				// (where the steps make many runs) a run of the pair
-				// whose comparison without δ stays
-				// farther from 0 than ns_sib·dMax, and c's usage above
-				// dMax, keeps its sign under any δ: no need to look
-				thr := now[sib].NormShares * dMax
-				for j := range pr.runs {
-					x := &pr.runs[j]
-					sure := x.minAbs > thr*(1+1e-9) && x.minUc > dMax*(1+1e-9)
-					if j == 0 {
-						if sure {
-							cur = x.pos
-						} else {
-							m := s.at(s.f.At)
-							cur = above(sib, &m, level(c, &m, u.delta(m)))
-						}
-						if cur {
-							r.before0 += count[sib]
-						}
-					}
-					if sure {
-						if x.pos != cur {
-							flip(x.from, x.pos)
-						}
-						continue
-					}
-					// the runs of u inside: its own breaks split it
-					next := u.horizon + p.Period
-					if j+1 < len(pr.runs) {
-						next = pr.runs[j+1].from
-					}
-					starts := []float64{x.from}
-					k, _ := slices.BinarySearch(u.own, x.from)
-					for ; k < len(u.own) && u.own[k] < next; k++ {
-						if u.own[k] > x.from {
-							starts = append(starts, u.own[k])
-						}
-					}
-					for n, a := range starts {
-						b := u.horizon
-						switch {
-						case n+1 < len(starts):
-							b = starts[n+1] - p.Period
-						case j+1 < len(pr.runs):
-							b = next - p.Period
-						}
-						ma, mb := s.at(a), s.at(math.Max(b, a))
-						e := [2]end{{ma, u.delta(ma)}, {mb, u.delta(mb)}}
-						run(&e, [2]side{level(c, &e[0].m, e[0].delta), level(c, &e[1].m, e[1].delta)})
-					}
-				}
-				continue
-			}
-			if cEnds == nil {
-				cEnds = runs(cBreaks)
-			}
-			if cLevels == nil {
-				cLevels = slices.Clone(levels(c, cEnds, 0))
-			}
-			ends, lv := cEnds, cLevels
-			if sb := s.subBreaks(sib); len(sb) > 0 {
-				ends = runs(mergeSorted(cBreaks, sb))
-				lv = levels(c, ends, 1)
-			}
-			cur = above(sib, &ends[0][0].m, lv[0][0])
-			if cur {
-				r.before0 += count[sib]
-			}
-			for k := range ends {
-				run(&ends[k], lv[k])
-			}
-		}
+		w.siblings(c)
 	}
+	w.r.sumEvents()
+	return w.r
+}
+
+// sumEvents orders the events by pass and sums them up: the rank, and
+// so the factor, changes only at the events.
+func (r *fairRanks) sumEvents() {
 	slices.SortFunc(r.events, func(x, y rankEvent) int { return cmp.Compare(x.q, y.q) })
-	// the rank, and so the factor, changes only at the events
 	sum := int32(0)
 	for k := range r.events {
 		sum += r.events[k].d
 		r.events[k].sum = sum
 		r.breaks = append(r.breaks, r.events[k].q)
 	}
-	return r
+}
+
+// runEnd is one end of a run of passes: the shared scenario there and δ.
+type runEnd struct {
+	m     moment
+	delta float64
+}
+
+// ends are the ends of the run of passes from a to b.
+func (u *recoveryUser) ends(a, b float64) [2]runEnd {
+	ma, mb := u.s.at(a), u.s.at(b)
+	return [2]runEnd{{ma, u.delta(ma)}, {mb, u.delta(mb)}}
+}
+
+// runEnds are the ends of each run of passes between breaks, the first
+// from At.
+func (u *recoveryUser) runEnds(breaks []float64) [][2]runEnd {
+	s := u.s
+	out := make([][2]runEnd, len(breaks)+1)
+	for k := range out {
+		a, b := runSpan(breaks, k, s.f.At, u.horizon, s.f.Passes.Period)
+		out[k] = u.ends(a, b)
+	}
+	return out
+}
+
+// rankWalk is fairRanks' walk up user u's path: at each association c on
+// it, c's level compared with that of each sibling that has users.
+type rankWalk struct {
+	u     *recoveryUser
+	now   []Values
+	count []int32
+	r     *fairRanks
+	// ownEnds are the runs between u's own breaks, iEnds those between
+	// u's and its steps' breaks; dMax bounds |δ| over the horizon
+	ownEnds, iEnds [][2]runEnd
+	dMax           float64
+	buf            [2][][2]levelSide // levels' scratch
+}
+
+// levelSide is c's level and its fs parent's usage at a moment, the same
+// for each sibling.
+type levelSide struct{ l, rawP float64 }
+
+func (w *rankWalk) level(c int32, m *moment, delta float64) levelSide {
+	s, t, now := w.u.s, w.u.s.f.Tree, w.now
+	rawP, rawC := s.usage(t.fsParent[c], m), s.usage(c, m)
+	return levelSide{t.shiftedLevel(c, now[c].NormShares, t.levelFS(c, now[c].NormShares, rawC, rawP), rawP, rawC, delta), rawP}
+}
+
+// levelPair is c's level at both ends of a run.
+func (w *rankWalk) levelPair(c int32, e *[2]runEnd) [2]levelSide {
+	return [2]levelSide{w.level(c, &e[0].m, e[0].delta), w.level(c, &e[1].m, e[1].delta)}
+}
+
+// levels are c's levels at the ends of each run, in scratch buffer b.
+func (w *rankWalk) levels(c int32, ends [][2]runEnd, b int) [][2]levelSide {
+	out := slices.Grow(w.buf[b][:0], len(ends))[:len(ends)]
+	w.buf[b] = out
+	for k := range ends {
+		out[k] = w.levelPair(c, &ends[k])
+	}
+	return out
+}
+
+// above says whether sib's level at m is above c's, c as level gives it.
+func (w *rankWalk) above(sib int32, m *moment, c levelSide) bool {
+	s := w.u.s
+	return s.f.Tree.levelFS(sib, w.now[sib].NormShares, s.usage(sib, m), c.rawP) > c.l
+}
+
+// after says whether sib is ranked after i at m, where i's usage is
+// delta more than the shared scenario's.
+func (w *rankWalk) after(c, sib int32, m *moment, delta float64) bool {
+	return w.above(sib, m, w.level(c, m, delta))
+}
+
+// pathLevel is c's runs, made once for all of c's siblings: their
+// breaks, the ends of the runs and c's levels there (nil: not yet).
+type pathLevel struct {
+	breaks []float64
+	ends   [][2]runEnd
+	levels [][2]levelSide
+}
+
+// siblings compares c with each of its siblings that have users: over
+// the runs of the pair without δ where the steps make many (viaPair),
+// else at the ends of every run of c's and the sibling's breaks
+// (viaRuns).
+func (w *rankWalk) siblings(c int32) {
+	u := w.u
+	s, t := u.s, u.s.f.Tree
+	par := t.fsParent[c]
+	pl := pathLevel{breaks: u.own, ends: w.ownEnds}
+	if sb := s.subBreaks(c); len(sb) > 0 {
+		pl.breaks = mergeSorted(u.own, sb)
+		pl.ends = nil
+		if c == u.i {
+			pl.ends = w.iEnds
+		}
+	}
+	for _, sib := range t.kids[t.kidStart[par]:t.kidStart[par+1]] {
+		if sib == c || w.count[sib] == 0 {
+			continue
+		}
+		x := sibling{w: w, c: c, sib: sib}
+		if c != u.i && len(s.subBreaks(c))+len(s.subBreaks(sib)) > 16 && s.plainLevel(c, w.now) && s.plainLevel(sib, w.now) {
+			x.viaPair()
+		} else {
+			x.viaRuns(&pl)
+		}
+	}
+}
+
+// sibling is the comparison of path association c with its sibling sib
+// over the horizon; cur: sib is ranked after i at the pass at hand.
+type sibling struct {
+	w      *rankWalk
+	c, sib int32
+	cur    bool
+}
+
+// start sets the comparison at At.
+func (x *sibling) start(after bool) {
+	x.cur = after
+	if after {
+		x.w.r.before0 += x.w.count[x.sib]
+	}
+}
+
+// flip records that from q on the comparison is to.
+func (x *sibling) flip(q float64, to bool) {
+	d := x.w.count[x.sib]
+	if !to {
+		d = -d
+	}
+	x.w.r.events = append(x.w.r.events, rankEvent{q: q, d: d})
+	x.cur = to
+}
+
+// run compares at the ends of one run and bisects where the comparison
+// changes.
+func (x *sibling) run(e *[2]runEnd, lv [2]levelSide) {
+	w := x.w
+	s, p := w.u.s, w.u.s.f.Passes
+	if a := w.above(x.sib, &e[0].m, lv[0]); a != x.cur {
+		x.flip(e[0].m.q, a)
+	}
+	if b := w.above(x.sib, &e[1].m, lv[1]); b != x.cur {
+		lo, hi := p.LastPass(e[0].m.q), e[1].m.q
+		for hi-lo > p.Period*1.5 {
+			mid := lo + math.Floor((hi-lo)/p.Period/2)*p.Period
+			if m := s.at(mid); w.after(x.c, x.sib, &m, w.u.delta(m)) == x.cur {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		x.flip(hi, b)
+	}
+}
+
+// viaRuns compares at the ends of each run between c's and sib's
+// breaks.
+func (x *sibling) viaRuns(pl *pathLevel) {
+	w := x.w
+	u := w.u
+	if pl.ends == nil {
+		pl.ends = u.runEnds(pl.breaks)
+	}
+	if pl.levels == nil {
+		pl.levels = slices.Clone(w.levels(x.c, pl.ends, 0))
+	}
+	ends, lv := pl.ends, pl.levels
+	if sb := u.s.subBreaks(x.sib); len(sb) > 0 {
+		ends = u.runEnds(mergeSorted(pl.breaks, sb))
+		lv = w.levels(x.c, ends, 1)
+	}
+	x.start(w.above(x.sib, &ends[0][0].m, lv[0][0]))
+	for k := range ends {
+		x.run(&ends[k], lv[k])
+	}
+}
+
+// viaPair compares over the runs of the pair without δ
+// (sharedScenario.pair), where the steps make many runs: a run whose
+// comparison without δ stays farther from 0 than ns_sib·dMax, and c's
+// usage above dMax, keeps its sign under any δ: no need to look. The
+// others are compared run by run of u's own breaks inside (ownRuns).
+func (x *sibling) viaPair() {
+	w := x.w
+	s := w.u.s
+	pr := s.pair(x.c, x.sib, w.now)
+	thr := w.now[x.sib].NormShares * w.dMax
+	for j := range pr.runs {
+		r := &pr.runs[j]
+		sure := r.minAbs > thr*(1+1e-9) && r.minUc > w.dMax*(1+1e-9)
+		if j == 0 {
+			if sure {
+				x.start(r.pos)
+			} else {
+				m := s.at(s.f.At)
+				x.start(w.after(x.c, x.sib, &m, w.u.delta(m)))
+			}
+		}
+		if sure {
+			if r.pos != x.cur {
+				x.flip(r.from, r.pos)
+			}
+			continue
+		}
+		x.ownRuns(pr, j)
+	}
+}
+
+// ownRuns compares over the pair's run j split at u's own breaks inside
+// it.
+func (x *sibling) ownRuns(pr *pairRuns, j int) {
+	u := x.w.u
+	p := u.s.f.Passes
+	from := pr.runs[j].from
+	next := u.horizon + p.Period
+	if j+1 < len(pr.runs) {
+		next = pr.runs[j+1].from
+	}
+	starts := []float64{from}
+	k, _ := slices.BinarySearch(u.own, from)
+	for ; k < len(u.own) && u.own[k] < next; k++ {
+		if u.own[k] > from {
+			starts = append(starts, u.own[k])
+		}
+	}
+	for n, a := range starts {
+		b := u.horizon
+		switch {
+		case n+1 < len(starts):
+			b = starts[n+1] - p.Period
+		case j+1 < len(pr.runs):
+			b = next - p.Period
+		}
+		e := u.ends(a, math.Max(b, a))
+		x.run(&e, x.w.levelPair(x.c, &e))
+	}
 }
 
 // plainLevel: k's level is NormShares·P/usage with NormShares > 0 (not

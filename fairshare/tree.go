@@ -99,21 +99,38 @@ func NewTree(assocs []Association) (*Tree, error) {
 	t := &Tree{assocs: assocs, root: -1, fsParent: make([]int32, n),
 		parent: make([]int32, n), shares: make([]float64, n), raw: make([]float64, n), kind: make([]uint8, n)}
 	childCount := make([]int32, n+1)
+	if err := t.readAssociations(childCount); err != nil {
+		return nil, err
+	}
+	direct, fill := t.orderParentsFirst(childCount)
+	if err := t.checkReachable(); err != nil {
+		return nil, err
+	}
+	t.setFSParents()
+	t.setFSChildren(childCount, direct, fill)
+	return t, nil
+}
+
+// readAssociations checks each association's parent and usage, copies
+// the fields the algorithms read and counts each parent's direct
+// children into childCount.
+func (t *Tree) readAssociations(childCount []int32) error {
+	assocs, n := t.assocs, len(t.assocs)
 	for i := range assocs {
 		a := &assocs[i]
 		switch {
 		case a.Parent == -1:
 			if t.root >= 0 {
-				return nil, fmt.Errorf("association %s has no parent, but %s is already the root: expected one root", a.name(), assocs[t.root].name())
+				return fmt.Errorf("association %s has no parent, but %s is already the root: expected one root", a.name(), assocs[t.root].name())
 			}
 			if a.IsUser() {
-				return nil, fmt.Errorf("association %s is a user without a parent: expected the root to be an account", a.name())
+				return fmt.Errorf("association %s is a user without a parent: expected the root to be an account", a.name())
 			}
 			t.root = int32(i)
 		case a.Parent < 0 || a.Parent >= n:
-			return nil, fmt.Errorf("association %s has parent index %d: expected -1 or an index below %d", a.name(), a.Parent, n)
+			return fmt.Errorf("association %s has parent index %d: expected -1 or an index below %d", a.name(), a.Parent, n)
 		case assocs[a.Parent].IsUser():
-			return nil, fmt.Errorf("association %s has user association %s as parent: expected an account", a.name(), assocs[a.Parent].name())
+			return fmt.Errorf("association %s has user association %s as parent: expected an account", a.name(), assocs[a.Parent].name())
 		default:
 			childCount[a.Parent]++
 		}
@@ -125,20 +142,27 @@ func NewTree(assocs []Association) (*Tree, error) {
 			t.kind[i] |= kindParent
 		}
 		if math.IsNaN(a.RawUsage) || a.RawUsage < 0 || math.IsInf(a.RawUsage, 0) {
-			return nil, fmt.Errorf("association %s has raw usage %v: expected a finite number >= 0", a.name(), a.RawUsage)
+			return fmt.Errorf("association %s has raw usage %v: expected a finite number >= 0", a.name(), a.RawUsage)
 		}
 	}
 	if t.root < 0 {
-		return nil, fmt.Errorf("association tree has no root: expected one association without a parent")
+		return fmt.Errorf("association tree has no root: expected one association without a parent")
 	}
+	return nil
+}
 
-	// Direct children in CSR form, for the parents-first order.
+// orderParentsFirst sets t.order from the direct children (childCount of
+// each). It returns the direct children in CSR form and a scratch slice
+// of n, which setFSChildren reuses. t.order is short of n where some
+// associations are not reachable from the root.
+func (t *Tree) orderParentsFirst(childCount []int32) (direct, fill []int32) {
+	assocs, n := t.assocs, len(t.assocs)
 	start := make([]int32, n+1)
 	for i := 0; i < n; i++ {
 		start[i+1] = start[i] + childCount[i]
 	}
-	direct := make([]int32, n)
-	fill := append([]int32(nil), start[:n]...)
+	direct = make([]int32, n)
+	fill = append([]int32(nil), start[:n]...)
 	for i := range assocs {
 		if p := assocs[i].Parent; p >= 0 {
 			direct[fill[p]] = int32(i)
@@ -160,29 +184,45 @@ func NewTree(assocs []Association) (*Tree, error) {
 			t.order[i] = int32(i)
 		}
 	}
-	if len(t.order) != n {
-		seen := make([]bool, n)
-		for _, i := range t.order {
-			seen[i] = true
-		}
-		for i := range assocs {
-			if !seen[i] {
-				return nil, fmt.Errorf("association %s is not reachable from the root: expected a tree without cycles", assocs[i].name())
-			}
+	return direct, fill
+}
+
+// checkReachable fails when t.order, walked from the root, misses an
+// association: a cycle.
+func (t *Tree) checkReachable() error {
+	n := len(t.assocs)
+	if len(t.order) == n {
+		return nil
+	}
+	seen := make([]bool, n)
+	for _, i := range t.order {
+		seen[i] = true
+	}
+	for i := range t.assocs {
+		if !seen[i] {
+			return fmt.Errorf("association %s is not reachable from the root: expected a tree without cycles", t.assocs[i].name())
 		}
 	}
+	return nil
+}
 
-	// fs parents, parents-first so an ancestor's is known.
+// setFSParents sets fsParent, parents-first so an ancestor's is known.
+func (t *Tree) setFSParents() {
 	t.fsParent[t.root] = -1
 	for _, i := range t.order[1:] {
-		p := int32(assocs[i].Parent)
-		if p != t.root && assocs[p].UsesParent() {
+		p := int32(t.assocs[i].Parent)
+		if p != t.root && t.assocs[p].UsesParent() {
 			p = t.fsParent[p]
 		}
 		t.fsParent[i] = p
 	}
+}
 
-	// children lists by fs parent, in input order.
+// setFSChildren sets the children lists by fs parent, in input order
+// (kids, kidStart), levelShares and users. childCount, direct and fill
+// are orderParentsFirst's scratch, reused.
+func (t *Tree) setFSChildren(childCount, direct, fill []int32) {
+	assocs, n := t.assocs, len(t.assocs)
 	clear(childCount)
 	for i := range assocs {
 		if p := t.fsParent[i]; p >= 0 {
@@ -214,7 +254,6 @@ func NewTree(assocs []Association) (*Tree, error) {
 			t.levelShares[i] = sum[p]
 		}
 	}
-	return t, nil
 }
 
 func parentsFirst(assocs []Association) bool {

@@ -204,16 +204,7 @@ func (c *Config) set(s Setting) error {
 	case "prioritytype":
 		c.PriorityType = v
 	case "accountingstorageenforce":
-		c.AccountingStorageEnforce = nil
-		for _, e := range splitList(v) {
-			e = strings.ToLower(e)
-			switch e {
-			case "associations", "limits", "qos", "safe", "wckeys", "nojobs", "nosteps", "all", "0", "none":
-			default:
-				return fmt.Errorf("unknown enforcement %q: expected associations, limits, qos, safe, wckeys, nojobs, nosteps or all", e)
-			}
-			c.AccountingStorageEnforce = append(c.AccountingStorageEnforce, e)
-		}
+		c.AccountingStorageEnforce, err = enforcement(v)
 	case "priorityflags":
 		err = c.flags(v)
 	case "prioritydecayhalflife":
@@ -226,22 +217,14 @@ func (c *Config) set(s Setting) error {
 	case "prioritymaxage":
 		c.PriorityMaxAge, err = minutes(v)
 	case "priorityusageresetperiod":
-		u := strings.ToUpper(v)
-		switch u {
-		case "NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY":
+		var u string
+		if u, err = resetPeriod(v); err == nil {
 			c.PriorityUsageResetPeriod = u
-		default:
-			err = fmt.Errorf("expected NONE, NOW, DAILY, WEEKLY, MONTHLY, QUARTERLY or YEARLY")
 		}
 	case "priorityfavorsmall":
 		c.PriorityFavorSmall, err = yesNo(v)
 	case "fairsharedampeningfactor":
-		var n uint64
-		n, err = strconv.ParseUint(v, 10, 16)
-		if err != nil || n == 0 {
-			err = fmt.Errorf("expected an integer from 1 to 65535")
-		}
-		c.FairShareDampeningFactor = uint16(n)
+		c.FairShareDampeningFactor, err = dampening(v)
 	case "priorityweightage", "priorityweightassoc", "priorityweightfairshare", "priorityweightjobsize",
 		"priorityweightpartition", "priorityweightqos":
 		*c.weightField(key), err = weight(v)
@@ -254,17 +237,7 @@ func (c *Config) set(s Setting) error {
 			err = fmt.Errorf("expected a positive number of seconds")
 		}
 	case "schedulerparameters":
-		c.maxSchedTime, c.bfYieldInterval = 0, 0
-		for _, p := range splitList(v) {
-			k, n, _ := strings.Cut(p, "=")
-			switch strings.ToLower(k) {
-			case "max_sched_time":
-				c.maxSchedTime, _ = strconv.Atoi(n)
-			case "bf_yield_interval":
-				us, _ := strconv.Atoi(n)
-				c.bfYieldInterval = time.Duration(us) * time.Microsecond
-			}
-		}
+		c.maxSchedTime, c.bfYieldInterval = schedulerParameters(v)
 	default:
 		return nil // a setting that does not concern us
 	}
@@ -272,6 +245,58 @@ func (c *Config) set(s Setting) error {
 		c.Pos[key] = s.Pos
 	}
 	return err
+}
+
+// enforcement is AccountingStorageEnforce's list, lower-case, as far as
+// it is known.
+func enforcement(v string) ([]string, error) {
+	var out []string
+	for _, e := range splitList(v) {
+		e = strings.ToLower(e)
+		switch e {
+		case "associations", "limits", "qos", "safe", "wckeys", "nojobs", "nosteps", "all", "0", "none":
+		default:
+			return out, fmt.Errorf("unknown enforcement %q: expected associations, limits, qos, safe, wckeys, nojobs, nosteps or all", e)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// resetPeriod is PriorityUsageResetPeriod, upper-case.
+func resetPeriod(v string) (string, error) {
+	u := strings.ToUpper(v)
+	switch u {
+	case "NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY":
+		return u, nil
+	}
+	return "", fmt.Errorf("expected NONE, NOW, DAILY, WEEKLY, MONTHLY, QUARTERLY or YEARLY")
+}
+
+// dampening is FairShareDampeningFactor: 1 to 65535.
+func dampening(v string) (uint16, error) {
+	n, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || n == 0 {
+		err = fmt.Errorf("expected an integer from 1 to 65535")
+	}
+	return uint16(n), err
+}
+
+// schedulerParameters are SchedulerParameters' max_sched_time (seconds)
+// and bf_yield_interval (microseconds), 0 where not set; the last of
+// each wins.
+func schedulerParameters(v string) (maxSchedTime int, bfYieldInterval time.Duration) {
+	for _, p := range splitList(v) {
+		k, n, _ := strings.Cut(p, "=")
+		switch strings.ToLower(k) {
+		case "max_sched_time":
+			maxSchedTime, _ = strconv.Atoi(n)
+		case "bf_yield_interval":
+			us, _ := strconv.Atoi(n)
+			bfYieldInterval = time.Duration(us) * time.Microsecond
+		}
+	}
+	return maxSchedTime, bfYieldInterval
 }
 
 func (c *Config) weightField(key string) *uint32 {

@@ -322,6 +322,18 @@ func (r *jsonRow) decode(raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &f); err != nil || f == nil {
 		return fmt.Errorf("expected an object, got %s", excerpt(raw))
 	}
+	if err := r.decodeNames(f); err != nil {
+		return err
+	}
+	if err := r.decodeValues(f); err != nil {
+		return err
+	}
+	return r.decodeUsageShares(f)
+}
+
+// decodeNames reads the row's names and type: a user row's parent is
+// its account, an account row's is its parent account.
+func (r *jsonRow) decodeNames(f map[string]json.RawMessage) error {
 	var name, parent string
 	for _, s := range []struct {
 		key string
@@ -349,7 +361,13 @@ func (r *jsonRow) decode(raw json.RawMessage) error {
 	} else {
 		r.Account, r.parentName = name, parent
 	}
+	return nil
+}
 
+// decodeValues reads the normalized values and fairshare's factor and
+// level, where data_parser's bare NO_VAL and INFINITE64 are blank and
+// +Inf.
+func (r *jsonRow) decodeValues(f map[string]json.RawMessage) error {
 	var fs map[string]json.RawMessage
 	if v := f["fairshare"]; v != nil {
 		if err := json.Unmarshal(v, &fs); err != nil {
@@ -378,7 +396,12 @@ func (r *jsonRow) decode(raw json.RawMessage) error {
 		}
 		*d.dst = v
 	}
+	return nil
+}
 
+// decodeUsageShares reads the raw usage (finite, >= 0) and the raw
+// shares (an unsigned 32-bit integer, or none).
+func (r *jsonRow) decodeUsageShares(f map[string]json.RawMessage) error {
 	usage, _, err := number(f["usage"])
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)

@@ -154,20 +154,65 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		return st, fmt.Errorf("JobsPerHour %d: all usage comes from jobs, at least 1 an hour", c.JobsPerHour)
 	}
 	tree := fairshare.Synthetic(c.Associations, c.Depth, c.Seed)
-	n := tree.Len()
-	tbl := func(s string) string { return "`" + c.Cluster + "_" + s + "`" }
+	if err := c.clearTables(ctx, db); err != nil {
+		return st, err
+	}
+	if err := c.writeAssociations(ctx, db, tree); err != nil {
+		return st, err
+	}
+	st.Associations = tree.Len()
+	err := c.writeJobs(ctx, db, tree, &st)
+	return st, err
+}
+
+// table is the cluster's table s, quoted.
+func (c Config) table(s string) string { return "`" + c.Cluster + "_" + s + "`" }
+
+// clearTables empties the cluster's tables Fill writes.
+func (c Config) clearTables(ctx context.Context, db *sql.DB) error {
 	for _, t := range []string{"assoc_table", "assoc_usage_hour_table", "assoc_usage_day_table", "assoc_usage_month_table", "job_table", "last_ran_table"} {
-		if _, err := db.ExecContext(ctx, "DELETE FROM "+tbl(t)); err != nil {
-			return st, fmt.Errorf("clearing %s: %w", t, err)
+		if _, err := db.ExecContext(ctx, "DELETE FROM "+c.table(t)); err != nil {
+			return fmt.Errorf("clearing %s: %w", t, err)
 		}
 	}
-	// Nested set in pre-order, as slurmdbd keeps it up to 23.11.
+	return nil
+}
+
+// writeAssociations writes tree's associations into assoc_table, and its
+// accounts and users into acct_table and user_table.
+func (c Config) writeAssociations(ctx context.Context, db *sql.DB, tree *fairshare.Tree) error {
+	lft, rgt := nestedSet(tree)
+	// 23.11+ link associations by id_parent and order them by lineage
+	var lineageCols int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN ('id_parent', 'lineage')",
+		c.Cluster+"_assoc_table").Scan(&lineageCols); err != nil {
+		return err
+	}
+	withLineage := lineageCols == 2
+	rows, accts, users := assocRows(tree, lft, rgt, c.End.Unix(), withLineage)
+	cols := "creation_time,mod_time,deleted,is_def,id_assoc,user,acct,`partition`,parent_acct,lft,rgt,shares,qos"
+	if withLineage {
+		cols += ",id_parent,lineage"
+	}
+	if err := insert(ctx, db, "INSERT INTO "+c.table("assoc_table")+" ("+cols+") VALUES ", rows); err != nil {
+		return err
+	}
+	if err := insert(ctx, db, "REPLACE INTO acct_table (creation_time,mod_time,deleted,name,description,organization) VALUES ", accts); err != nil {
+		return err
+	}
+	return insert(ctx, db, "REPLACE INTO user_table (creation_time,mod_time,deleted,name,admin_level) VALUES ", users)
+}
+
+// nestedSet is tree's lft and rgt in pre-order, as slurmdbd keeps them up
+// to 23.11.
+func nestedSet(tree *fairshare.Tree) (lft, rgt []int) {
+	n := tree.Len()
 	kids := make([][]int, n)
 	for i := 1; i < n; i++ {
 		p := tree.Association(i).Parent
 		kids[p] = append(kids[p], i)
 	}
-	lft, rgt := make([]int, n), make([]int, n)
+	lft, rgt = make([]int, n), make([]int, n)
 	counter := 0
 	var walk func(int)
 	walk = func(i int) {
@@ -180,16 +225,16 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		rgt[i] = counter
 	}
 	walk(tree.Root())
-	// 23.11+ link associations by id_parent and order them by lineage
-	var lineageCols int
-	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name IN ('id_parent', 'lineage')",
-		c.Cluster+"_assoc_table").Scan(&lineageCols); err != nil {
-		return st, err
-	}
+	return lft, rgt
+}
+
+// assocRows are the values of tree's rows of assoc_table (with id_parent
+// and lineage if withLineage), of its accounts in acct_table and of its
+// users in user_table, created at now.
+func assocRows(tree *fairshare.Tree, lft, rgt []int, now int64, withLineage bool) (rows, accts, users []string) {
+	n := tree.Len()
 	lineage := make([]string, n)
-	now := c.End.Unix()
-	rows := make([]string, 0, n)
-	var accts, users []string
+	rows = make([]string, 0, n)
 	for i := 0; i < n; i++ {
 		a := tree.Association(i)
 		parent, qos := "", ""
@@ -207,7 +252,7 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		// Synthetic gives each user one association: its default
 		isDef := boolInt(a.IsUser())
 		row := fmt.Sprintf("(%d,%d,0,%d,%d,'%s','%s','','%s',%d,%d,%d,'%s'", now, now, isDef, i+1, a.User, a.Account, parent, lft[i], rgt[i], a.Shares, qos)
-		if lineageCols == 2 {
+		if withLineage {
 			// parents come first in Synthetic's order
 			switch {
 			case a.Parent < 0:
@@ -221,119 +266,144 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 		}
 		rows = append(rows, row+")")
 	}
-	cols := "creation_time,mod_time,deleted,is_def,id_assoc,user,acct,`partition`,parent_acct,lft,rgt,shares,qos"
-	if lineageCols == 2 {
-		cols += ",id_parent,lineage"
-	}
-	if err := insert(ctx, db, "INSERT INTO "+tbl("assoc_table")+" ("+cols+") VALUES ", rows); err != nil {
-		return st, err
-	}
-	if err := insert(ctx, db, "REPLACE INTO acct_table (creation_time,mod_time,deleted,name,description,organization) VALUES ", accts); err != nil {
-		return st, err
-	}
-	if err := insert(ctx, db, "REPLACE INTO user_table (creation_time,mod_time,deleted,name,admin_level) VALUES ", users); err != nil {
-		return st, err
-	}
-	st.Associations = n
+	return rows, accts, users
+}
 
+// writeJobs writes the users' jobs, the rollups of their usage and
+// last_ran_table, counting the rows in st.
+func (c Config) writeJobs(ctx context.Context, db *sql.DB, tree *fairshare.Tree, st *Stats) error {
 	var userIDs []int
-	for i := 0; i < n; i++ {
+	for i := 0; i < tree.Len(); i++ {
 		if a := tree.Association(i); a.IsUser() {
 			userIDs = append(userIDs, i+1)
 		}
 	}
-	r := rand.New(rand.NewPCG(c.Seed, 0x6e6e))
-	start := c.End.AddDate(0, -c.Months, 0).Unix()
+	g := newJobGen(c, len(userIDs))
+	for k, id := range userIDs {
+		if err := g.user(ctx, db, k, id); err != nil {
+			return err
+		}
+	}
+	return g.finish(ctx, db, st)
+}
+
+// jobGen draws the users' jobs and writes them with their rollups.
+//
+// Each user alternates idle gaps and runs of jobs back to back, busy a
+// tenth of the time. The lengths are exponential, which forget the
+// past: busy at start one time in ten is already the steady state.
+// Jobs last users/10/JobsPerHour hours, so that JobsPerHour end in an
+// hour. A run touches about one hour more than it lasts: runs of at
+// least minRunHours (more jobs back to back) keep the busy hours near a
+// tenth when jobs are short.
+type jobGen struct {
+	c                 Config
+	r                 *rand.Rand
+	start, now        int64
+	jobSecs, idleSecs float64
+	another           float64 // a run's next job follows
+	// one user in ten has been idle for the last two thirds of the span:
+	// all its usage is old
+	idleFrom int64
+	jobID    int
 	// Each table's rows are written in its primary key's order (id,
 	// id_tres, time_start), one association after the other: in time
 	// order every insert lands in another page, and at 100k associations
 	// a year took hours instead of minutes.
-	tables := map[string]*batch{}
-	for _, t := range []string{"assoc_usage_hour_table", "assoc_usage_day_table", "assoc_usage_month_table"} {
-		tables[t] = &batch{table: tbl(t), columns: "creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs"}
-	}
-	jobs := &batch{table: tbl("job_table"), columns: jobColumns}
-	// Each user alternates idle gaps and runs of jobs back to back, busy a
-	// tenth of the time. The lengths are exponential, which forget the
-	// past: busy at start one time in ten is already the steady state.
-	// Jobs last users/10/JobsPerHour hours, so that JobsPerHour end in an
-	// hour. A run touches about one hour more than it lasts: runs of at
-	// least minRunHours (more jobs back to back) keep the busy hours near a
-	// tenth when jobs are short.
-	const minRunHours = 4
-	jobHours := float64(len(userIDs)) / 10 / float64(c.JobsPerHour)
+	tables  map[string]*batch
+	jobs    *batch
+	active  []hourUse // the user's at hand
+	running []assocJob
+}
+
+type assocJob struct {
+	assoc int
+	job
+}
+
+const minRunHours = 4
+
+func newJobGen(c Config, users int) *jobGen {
+	start, now := c.End.AddDate(0, -c.Months, 0).Unix(), c.End.Unix()
+	jobHours := float64(users) / 10 / float64(c.JobsPerHour)
 	runHours := max(jobHours, minRunHours)
-	jobSecs, idleSecs := jobHours*3600, 9*runHours*3600
-	another := 1 - jobHours/runHours // a run's next job follows
-	jobID := 0
-	// one user in ten has been idle for the last two thirds of the span:
-	// all its usage is old
-	idleFrom := start + (now-start)/3
-	type assocJob struct {
-		assoc int
-		job
+	g := &jobGen{c: c, r: rand.New(rand.NewPCG(c.Seed, 0x6e6e)), start: start, now: now,
+		jobSecs: jobHours * 3600, idleSecs: 9 * runHours * 3600, another: 1 - jobHours/runHours,
+		idleFrom: start + (now-start)/3,
+		tables:   map[string]*batch{}, jobs: &batch{table: c.table("job_table"), columns: jobColumns}}
+	for _, t := range []string{"assoc_usage_hour_table", "assoc_usage_day_table", "assoc_usage_month_table"} {
+		g.tables[t] = &batch{table: c.table(t), columns: "creation_time,mod_time,deleted,id,id_tres,time_start,alloc_secs"}
 	}
-	var active []hourUse
-	var running []assocJob
-	for k, id := range userIDs {
-		active = active[:0]
-		stop := now
-		if k%10 == 9 {
-			stop = idleFrom
+	return g
+}
+
+// user draws the jobs of the k-th user, association id, and writes them
+// and the rollups of its usage.
+func (g *jobGen) user(ctx context.Context, db *sql.DB, k, id int) error {
+	r, now := g.r, g.now
+	g.active = g.active[:0]
+	stop := now
+	if k%10 == 9 {
+		stop = g.idleFrom
+	}
+	// a job under way at stop ends there: the jobs still running
+	// after the last rollup are the few below
+	for t, busy := g.start, r.IntN(10) == 0; t < stop; {
+		if !busy {
+			t += int64(r.ExpFloat64() * g.idleSecs)
+			busy = true
+			continue
 		}
-		// a job under way at stop ends there: the jobs still running
-		// after the last rollup are the few below
-		for t, busy := start, r.IntN(10) == 0; t < stop; {
-			if !busy {
-				t += int64(r.ExpFloat64() * idleSecs)
-				busy = true
-				continue
-			}
-			j := newJob(t, min(stop, t+1+int64(r.ExpFloat64()*jobSecs)), 1+r.IntN(64))
-			active = charge(active, j, now)
-			jobID++
-			if err := jobs.add(ctx, db, jobRow(jobID, id, j)...); err != nil {
-				return st, err
-			}
-			t, busy = j.end, r.Float64() < another
+		j := newJob(t, min(stop, t+1+int64(r.ExpFloat64()*g.jobSecs)), 1+r.IntN(64))
+		g.active = charge(g.active, j, now)
+		g.jobID++
+		if err := g.jobs.add(ctx, db, jobRow(g.jobID, id, j)...); err != nil {
+			return err
 		}
-		// running since half an hour before the last rollup, which holds
-		// that half hour
-		if k%50 == 0 {
-			j := newJob(now-1800, 0, 1+r.IntN(64))
-			active = charge(active, j, now)
-			running = append(running, assocJob{id, j})
-		}
-		// rows in primary key order: each TRES's hours, then the next
-		for _, t := range c.tres() {
-			if err := writeUsage(ctx, db, tables, id, t, active, now); err != nil {
-				return st, err
-			}
+		t, busy = j.end, r.Float64() < g.another
+	}
+	// running since half an hour before the last rollup, which holds
+	// that half hour
+	if k%50 == 0 {
+		j := newJob(now-1800, 0, 1+r.IntN(64))
+		g.active = charge(g.active, j, now)
+		g.running = append(g.running, assocJob{id, j})
+	}
+	// rows in primary key order: each TRES's hours, then the next
+	for _, t := range g.c.tres() {
+		if err := writeUsage(ctx, db, g.tables, id, t, g.active, now); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// finish writes what is left of the rollups and the finished jobs,
+// last_ran_table, then the running jobs, submitted after the finished
+// ones.
+func (g *jobGen) finish(ctx context.Context, db *sql.DB, st *Stats) error {
 	for t, count := range map[string]*int{"assoc_usage_hour_table": &st.HourRows, "assoc_usage_day_table": &st.DayRows, "assoc_usage_month_table": &st.MonthRows} {
-		if err := tables[t].flush(ctx, db); err != nil {
-			return st, err
+		if err := g.tables[t].flush(ctx, db); err != nil {
+			return err
 		}
-		*count = tables[t].written
+		*count = g.tables[t].written
 	}
-	if _, err := db.ExecContext(ctx, "INSERT INTO "+tbl("last_ran_table")+" VALUES (?, ?, ?)", now, now, now); err != nil {
-		return st, err
+	if _, err := db.ExecContext(ctx, "INSERT INTO "+g.c.table("last_ran_table")+" VALUES (?, ?, ?)", g.now, g.now, g.now); err != nil {
+		return err
 	}
-	if err := jobs.flush(ctx, db); err != nil {
-		return st, err
+	if err := g.jobs.flush(ctx, db); err != nil {
+		return err
 	}
-	st.Jobs = jobs.written
-	// submitted after the finished ones
-	for _, j := range running {
-		jobID++
-		if err := jobs.add(ctx, db, jobRow(jobID, j.assoc, j.job)...); err != nil {
-			return st, err
+	st.Jobs = g.jobs.written
+	for _, j := range g.running {
+		g.jobID++
+		if err := g.jobs.add(ctx, db, jobRow(g.jobID, j.assoc, j.job)...); err != nil {
+			return err
 		}
 	}
-	err := jobs.flush(ctx, db)
-	st.RunningJobs = jobs.written - st.Jobs
-	return st, err
+	err := g.jobs.flush(ctx, db)
+	st.RunningJobs = g.jobs.written - st.Jobs
+	return err
 }
 
 // batch collects rows of one table and writes them with LOAD DATA LOCAL

@@ -113,18 +113,46 @@ type Cluster struct {
 // Start brings up a cluster and registers its teardown with t.Cleanup.
 func Start(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
-	suite, chrooted := releases[cfg.Release]
-	var root, versions string
+	root, suite, versions := requireRelease(t, cfg.Release)
+	cfg.setDefaults()
+	c := newCluster(t, cfg, root)
+	if !cfg.HourAt.IsZero() {
+		c.writeZone(cfg.HourAt)
+	}
+	if root != "" {
+		// before the database and the daemons: the mounts go last
+		c.startChroot()
+	}
+	c.startDaemons()
+	if root != "" {
+		t.Logf("%s from Debian %s:\n%s", strings.TrimSpace(c.MustRun("sinfo", "-V")), suite, versions)
+	} else {
+		t.Logf("%s from the host", strings.TrimSpace(c.MustRun("sinfo", "-V")))
+	}
+	return c
+}
+
+// requireRelease makes sure the Slurm release can run: the host's
+// packages (root ""), or a chroot of the Debian suite that packages it,
+// whose package versions it returns.
+func requireRelease(t testing.TB, release string) (root, suite, versions string) {
+	t.Helper()
+	suite, chrooted := releases[release]
 	switch {
 	case chrooted:
 		testenv.Require(t, nil, nil) // -short skips it
 		requireRoot(t)
 		root, versions = openChroot(t, suite)
-	case cfg.Release == "" || cfg.Release == "22.05":
+	case release == "" || release == "22.05":
 		Require(t)
 	default:
-		t.Fatalf("unknown Slurm release %q", cfg.Release)
+		t.Fatalf("unknown Slurm release %q", release)
 	}
+	return root, suite, versions
+}
+
+// setDefaults fills in what cfg leaves empty.
+func (cfg *Config) setDefaults() {
 	if cfg.HalfLife == "" {
 		cfg.HalfLife = "0-01:00:00"
 	}
@@ -137,6 +165,12 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	if len(cfg.Partitions) == 0 {
 		cfg.Partitions = []string{"p1", "p2"}
 	}
+}
+
+// newCluster is the cluster's name, host, ports and directory with its
+// state and spool, in the chroot root ("": on the host).
+func newCluster(t testing.TB, cfg Config, root string) *Cluster {
+	t.Helper()
 	// In a chroot the directory is inside it, where the daemons see it.
 	dir, err := os.MkdirTemp(root, "run-")
 	if root == "" {
@@ -166,16 +200,18 @@ func Start(t testing.TB, cfg Config) *Cluster {
 			t.Fatal(err)
 		}
 	}
-	if !cfg.HourAt.IsZero() {
-		c.writeZone(cfg.HourAt)
-	}
-	if root != "" {
-		// before the database and the daemons: the mounts go last
-		c.startChroot()
-	}
+	return c
+}
+
+// startDaemons starts the cluster's MariaDB, munged (or finds the
+// host's), slurmdbd, slurmctld and slurmd, and waits until the node is
+// idle.
+func (c *Cluster) startDaemons() {
+	t := c.t
+	t.Helper()
 	// MariaDB first: t.Cleanup runs last-in first-out, so it stops after
 	// the Slurm daemons.
-	c.DB = mariadbtest.Start(t, dir)
+	c.DB = mariadbtest.Start(t, c.Dir)
 	t.Cleanup(c.teardown)
 	c.startMunge()
 	// The database first: slurmdbd 24.11 and later creating it hit a TLS
@@ -200,12 +236,6 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		}
 		return err
 	})
-	if root != "" {
-		t.Logf("%s from Debian %s:\n%s", strings.TrimSpace(c.MustRun("sinfo", "-V")), suite, versions)
-	} else {
-		t.Logf("%s from the host", strings.TrimSpace(c.MustRun("sinfo", "-V")))
-	}
-	return c
 }
 
 func randHex(n int) string {
