@@ -61,7 +61,7 @@ func TestCommandsUseSharedSetup(t *testing.T) {
 // reach a process, the network or a database, even through a package
 // they import (drift took *sshare.Output once, and with it os/exec and
 // net/http).
-var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result"}
+var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result", "./usage"}
 
 func TestPurePackagesDoNoIO(t *testing.T) {
 	for _, pkg := range pure {

@@ -11,16 +11,8 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
-
-// horizonHalfLives is how far back usage is read: 40 half-lives weigh
-// 2^-40, below a millionth of a billing-second per day of a full cluster.
-const horizonHalfLives = 40
-
-// tailHalfLives is how far back finished jobs are read for their uncharged
-// last intervals: a tail is at most one PriorityCalcPeriod of a job, and
-// 2^-10 of it is below the usage tolerance.
-const tailHalfLives = 10
 
 // DefaultReread is how much rolled-up time before the last hourly rollup a
 // refresh reads again: slurmdbd re-rolls recent hours when late records
@@ -48,7 +40,7 @@ type Snapshot struct {
 	Running []float64
 	// TailRisk bounds finished jobs' uncharged tails against the phase
 	// of the passes (see Usage.TailRisk).
-	TailRisk TailRisk
+	TailRisk usage.TailRisk
 	LastRan  LastRan
 	At       time.Time
 	// Full is true when the refresh read the whole history.
@@ -90,20 +82,19 @@ type Refresher struct {
 	Boot time.Time
 
 	fingerprint uint64
-	frozen      map[Key]float64
-	// frozenUncharged is finished jobs' uncharged usage per id_assoc,
+	// frozen is the frozen sums, with finished jobs' uncharged usage
 	// frozen with the rows it was taken out of.
-	frozenUncharged map[uint32]float64
-	frozenAt        float64 // the pass the frozen sums are decayed to
-	watermark       int64   // rows with time_start below it are frozen
-	lastRollup      int64
+	frozen     usage.Frozen
+	watermark  int64 // rows with time_start below it are frozen
+	lastRollup int64
 	// assocs are the association rows and tree, shared with the
 	// refreshers Seed gives the frozen sums to.
 	assocs *assocCache
-	// charged is the frozen sums charged to the tree as of frozenAt, for
-	// the Freezes and association rows (assocCache.reads) it was made at.
+	// charged is the frozen sums charged to the tree as of frozen.At,
+	// for the Freezes and association rows (assocCache.reads) it was made
+	// at.
 	charged struct {
-		c              *Charged
+		c              *usage.Charged
 		freezes, reads int
 	}
 	recent recentHours
@@ -111,7 +102,7 @@ type Refresher struct {
 	// above the watermark, as last read.
 	ended struct {
 		from, to int64
-		jobs     []Job
+		jobs     []usage.Job
 		ok       bool
 	}
 	layout   *Layout
@@ -213,211 +204,252 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 // a large history costs seconds. Without them, or when anything differs,
 // r reads the whole history itself.
 func (r *Refresher) Seed(o *Refresher) {
-	if r.frozen != nil || o.frozen == nil {
+	if r.frozen.Usage != nil || o.frozen.Usage == nil {
 		return
 	}
 	// the same rows and tree: at 100k associations one copy is 40 MB
 	r.assocs = o.assocs
-	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup, r.frozenDBTime = o.fingerprint, o.frozenAt, o.watermark, o.lastRollup, o.frozenDBTime
-	r.frozen, r.frozenUncharged = maps.Clone(o.frozen), maps.Clone(o.frozenUncharged)
+	r.fingerprint, r.watermark, r.lastRollup, r.frozenDBTime = o.fingerprint, o.watermark, o.lastRollup, o.frozenDBTime
+	r.frozen = usage.Frozen{Usage: maps.Clone(o.frozen.Usage), Uncharged: maps.Clone(o.frozen.Uncharged), At: o.frozen.At}
 }
 
-// Refresh rebuilds raw usage at at.
+// Refresh rebuilds raw usage at at. Everything is read before the frozen
+// sums change: a refresh that fails half-way leaves them as they were
+// (decayed or added to twice, they would be wrong for good).
 func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err error) {
-	c := r.Cluster
 	defer func() {
 		if err != nil {
 			r.layout = nil // a schema upgrade may be why: look again
 		}
 	}()
-	// the schema changes only with a slurmdbd upgrade: reading
-	// information_schema was a tenth of a steady refresh
-	if r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt {
-		l, err := c.Layout(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r.layout, r.layoutAt = &l, at.Unix()
-	}
-	l := *r.layout
-	rows, tree, err := r.associations(ctx, l)
+	f, err := r.start(ctx, at)
 	if err != nil {
+		return nil, err
+	}
+	if err := r.readFrozen(ctx, f); err != nil {
+		return nil, err
+	}
+	if err := r.readRecent(ctx, f); err != nil {
+		return nil, err
+	}
+	r.freeze(f)
+	return r.rebuild(f), nil
+}
+
+// refresh is what one refresh read, and what it makes of it.
+type refresh struct {
+	at      time.Time
+	layout  Layout
+	rows    []Assoc
+	tree    *Tree
+	lastRan LastRan
+	qos     map[uint32]QOS
+	names   map[uint32]string
+	in      usage.Inputs
+	// Rows are read from from (usage.Horizon), finished jobs' tails from
+	// tailFrom, up to end; the ones below watermark freeze.
+	from, tailFrom, end, watermark int64
+	// now is the last pass at at, which the frozen sums are decayed to.
+	now float64
+	fp  uint64
+	// full: the whole history is read, into frozen; otherwise newly holds
+	// the hours old enough to freeze since the last refresh, if any.
+	full          bool
+	frozen, newly usage.Frozen
+	// frozenTo is the watermark once the refresh is done.
+	frozenTo int64
+	problems []error
+}
+
+// start reads the schema, associations, rollup watermarks, QOS and TRES,
+// and decides what to read: everything, or what came since the last
+// refresh.
+func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
+	c := r.Cluster
+	l, err := r.readLayout(ctx, at)
+	if err != nil {
+		return nil, err
+	}
+	f := &refresh{at: at, layout: l}
+	if f.rows, f.tree, err = r.associations(ctx, l); err != nil {
 		return nil, err
 	}
 	loc := r.Location
 	if loc == nil {
 		loc = time.Local
 	}
-	lastRan, err := c.LastRan(ctx)
-	if err != nil {
+	if f.lastRan, err = c.LastRan(ctx); err != nil {
 		return nil, err
 	}
 	// Everything below reads up to the last rollup and the jobs after it:
 	// at a moment before the last rollup, the rollup as it stood then,
 	// with the jobs' time since charged up to the moment.
-	lastRan = lastRan.asOf(at.Unix(), loc)
-	qos, err := c.db.QOS(ctx)
-	if err != nil {
+	f.lastRan = f.lastRan.asOf(at.Unix(), loc)
+	if f.qos, err = c.db.QOS(ctx); err != nil {
 		return nil, err
 	}
-	names, err := c.db.TRESNames(ctx)
-	if err != nil {
+	if f.names, err = c.db.TRESNames(ctx); err != nil {
 		return nil, err
 	}
+	atSec := float64(at.UnixNano()) / 1e9
+	f.in = usage.Inputs{Assocs: f.tree.Assocs, Node: r.assocs.node, UsageFactor: usageFactors(f.qos), LastHourly: f.lastRan.Hourly,
+		Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES}
+	since := int64(0)
+	if !r.Since.IsZero() {
+		since = r.Since.Unix()
+		f.in.Since = float64(since)
+	}
+	f.from, f.tailFrom = usage.Horizon(r.Passes, at.Unix(), since)
+	f.end = at.Unix() + 1
 	reread := r.Reread
 	if reread <= 0 {
 		reread = DefaultReread
 	}
-	atSec := float64(at.UnixNano()) / 1e9
-	now := r.Passes.LastPass(atSec)
-	in := UsageInputs{Rows: rows, Tree: tree, QOS: qos, LastRan: lastRan, Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES}
-	from := int64(0)
-	if r.Passes.HalfLife > 0 {
-		from = at.Unix() - int64(horizonHalfLives*r.Passes.HalfLife)
-	}
-	if !r.Since.IsZero() {
-		from = max(from, r.Since.Unix())
-		in.Since = float64(r.Since.Unix())
-	}
-	end := at.Unix() + 1
-	// Rows are read from the one that holds from: bucket() keeps the part
-	// after a reset.
-	from = max(0, from-3600)
-	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
-
-	fp := fingerprint(l, r.Passes, r.Since, c.AllTRES)
-	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
+	f.watermark = max(f.from, f.lastRan.Hourly-int64(reread.Seconds()))
+	f.now = r.Passes.LastPass(atSec)
+	f.fp = fingerprint(l, r.Passes, r.Since, c.AllTRES)
+	f.full = r.frozen.Usage == nil || f.fp != r.fingerprint || f.now < r.frozen.At || f.lastRan.Hourly < r.lastRollup || f.watermark < r.watermark
 	if r.restored.at > 0 {
-		if full, err = r.checkRestored(ctx, l, fp, full); err != nil {
+		if f.full, err = r.checkRestored(ctx, l, f.fp, f.full); err != nil {
 			return nil, err
 		}
 	}
-	// Everything is read before the frozen sums change: a refresh that
-	// fails half-way leaves them as they were (decayed or added to twice,
-	// they would be wrong for good).
-	var problems []error
-	tails := func(usage map[Key]float64, uncharged map[uint32]float64, from, to int64) error {
-		if r.Passes.ChargeJobEnd || to <= from {
-			return nil
-		}
-		jobs, err := c.Ended(ctx, from, to)
+	return f, nil
+}
+
+// readLayout is the cluster's schema, read again every RecheckHours: it
+// changes only with a slurmdbd upgrade, and reading information_schema
+// was a tenth of a steady refresh.
+func (r *Refresher) readLayout(ctx context.Context, at time.Time) (Layout, error) {
+	if r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt {
+		l, err := r.Cluster.Layout(ctx)
 		if err != nil {
-			return err
+			return Layout{}, err
 		}
-		u, unc, p := in.Tails(jobs, false)
-		problems = append(problems, p...)
-		for k, v := range u {
-			usage[k] += v
+		r.layout, r.layoutAt = &l, at.Unix()
+	}
+	return *r.layout, nil
+}
+
+// readFrozen reads what changes the frozen sums: on a full load the whole
+// history below the watermark, and the hours that are now old enough to
+// freeze, decayed to now.
+func (r *Refresher) readFrozen(ctx context.Context, f *refresh) error {
+	f.frozenTo = r.watermark
+	if f.full {
+		f.frozen, f.frozenTo = usage.NewFrozen(f.now), f.from
+		if f.lastRan.OK {
+			if err := r.coldLoad(ctx, f); err != nil {
+				return err
+			}
+			f.frozenTo = f.watermark
+			if err := r.addTails(ctx, f, f.frozen, f.tailFrom, f.frozenTo); err != nil {
+				return err
+			}
 		}
-		for id, v := range unc {
-			uncharged[id] += v
-		}
+	}
+	if !f.lastRan.OK || f.watermark <= f.frozenTo {
 		return nil
 	}
-	frozen, frozenUncharged, frozenTo := r.frozen, r.frozenUncharged, r.watermark
-	if full {
-		frozen, frozenUncharged, frozenTo = map[Key]float64{}, map[uint32]float64{}, from
-		if lastRan.OK {
-			hourCut, dayCut, err := r.cuts(ctx, l, from, loc)
-			if err != nil {
-				return nil, err
-			}
-			p, err := r.coldLoad(ctx, &in, frozen, l, qos, names, from, watermark, hourCut, dayCut, loc)
-			if err != nil {
-				return nil, err
-			}
-			problems = append(problems, p...)
-			frozenTo = watermark
-			// older tails weigh below 2^-tailHalfLives
-			tailFrom := from
-			if r.Passes.HalfLife > 0 {
-				tailFrom = max(from, at.Unix()-int64(tailHalfLives*r.Passes.HalfLife))
-			}
-			if err := tails(frozen, frozenUncharged, tailFrom, frozenTo); err != nil {
-				return nil, err
-			}
-		}
+	hours, err := r.Cluster.Usage(ctx, f.layout, f.qos, usage.Hour, f.frozenTo, f.watermark)
+	if err != nil {
+		return err
 	}
-	// hours that are now old enough to freeze, decayed to now
-	var newly map[Key]float64
-	var newlyUncharged map[uint32]float64
-	if lastRan.OK && watermark > frozenTo {
-		hours, err := c.Usage(ctx, l, qos, Hour, frozenTo, watermark)
-		if err != nil {
-			return nil, err
-		}
-		newly, newlyUncharged = map[Key]float64{}, map[uint32]float64{}
-		for _, u := range hours {
-			newly[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
-		}
-		if err := tails(newly, newlyUncharged, frozenTo, watermark); err != nil {
-			return nil, err
-		}
-		frozenTo = watermark
+	f.newly = usage.NewFrozen(f.now)
+	f.newly.AddRows(&f.in, hours, usage.Hour)
+	if err := r.addTails(ctx, f, f.newly, f.frozenTo, f.watermark); err != nil {
+		return err
 	}
-	if lastRan.OK {
-		if full {
+	f.frozenTo = f.watermark
+	return nil
+}
+
+// addTails adds to sums the uncharged tails of the jobs that ended in
+// [from, to) (usage.Inputs.Tails), unless slurmctld charges them at the
+// end.
+func (r *Refresher) addTails(ctx context.Context, f *refresh, sums usage.Frozen, from, to int64) error {
+	if r.Passes.ChargeJobEnd || to <= from {
+		return nil
+	}
+	jobs, err := r.Cluster.Ended(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	tails, problems := f.in.Tails(jobs, false)
+	f.problems = append(f.problems, problems...)
+	sums.Add(tails)
+	return nil
+}
+
+// readRecent reads the hours above the watermark and the jobs after the
+// last rollup.
+func (r *Refresher) readRecent(ctx context.Context, f *refresh) error {
+	c := r.Cluster
+	var err error
+	if f.lastRan.OK {
+		if f.full {
 			r.recent.rows = nil
 		}
-		if in.Hours, err = r.hours(ctx, l, qos, frozenTo, end, lastRan.Hourly, at.Unix()); err != nil {
-			return nil, err
+		if f.in.Hours, err = r.hours(ctx, f); err != nil {
+			return err
 		}
 	}
-	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
-		return nil, err
+	if f.in.Jobs, err = c.Jobs(ctx, max(f.lastRan.Hourly, f.from), f.end); err != nil {
+		return err
 	}
-	if lastRan.OK {
-		// for their tails and their partial hours (retime); the same
-		// between rollups: a late job record makes slurmdbd rewind
-		// last_ran, which changes the range
-		e := &r.ended
-		if !e.ok || e.from != frozenTo || e.to != lastRan.Hourly {
-			e.ok = false
-			if e.jobs, err = c.Ended(ctx, frozenTo, lastRan.Hourly); err != nil {
-				return nil, err
-			}
-			e.from, e.to, e.ok = frozenTo, lastRan.Hourly, true
+	if !f.lastRan.OK {
+		return nil
+	}
+	// for their tails and their partial hours (retime); the same between
+	// rollups: a late job record makes slurmdbd rewind last_ran, which
+	// changes the range
+	e := &r.ended
+	if !e.ok || e.from != f.frozenTo || e.to != f.lastRan.Hourly {
+		e.ok = false
+		if e.jobs, err = c.Ended(ctx, f.frozenTo, f.lastRan.Hourly); err != nil {
+			return err
 		}
-		in.Ended = e.jobs
+		e.from, e.to, e.ok = f.frozenTo, f.lastRan.Hourly, true
 	}
+	f.in.Ended = e.jobs
+	return nil
+}
 
-	// Every read succeeded: change the frozen sums. They stay decayed to
-	// frozenAt until more hours freeze (RawUsage scales them to now).
-	if full {
-		r.frozen, r.frozenUncharged = frozen, frozenUncharged
+// freeze changes the frozen sums, every read having succeeded. They stay
+// decayed to their pass until more hours freeze (usage.Rebuild scales
+// them to now).
+func (r *Refresher) freeze(f *refresh) {
+	switch {
+	case f.full:
+		r.frozen = f.frozen
 		r.FullLoads++
-	} else if newly != nil {
-		decay := math.Pow(r.Passes.D(), now-r.frozenAt)
-		for k := range r.frozen {
-			r.frozen[k] *= decay
-		}
-		for id := range r.frozenUncharged {
-			r.frozenUncharged[id] *= decay
-		}
-		for k, v := range newly {
-			r.frozen[k] += v
-		}
-		for id, v := range newlyUncharged {
-			r.frozenUncharged[id] += v
-		}
+	case f.newly.Usage != nil:
+		r.frozen.Advance(r.Passes, f.now, f.newly)
 	}
-	if full || newly != nil {
+	if f.full || f.newly.Usage != nil {
 		r.Freezes++
-		r.frozenDBTime, r.frozenAt = r.dbNow, now
+		r.frozenDBTime, r.frozen.At = r.dbNow, f.now
 	}
-	r.fingerprint, r.lastRollup, r.watermark = fp, lastRan.Hourly, frozenTo
-	in.Base, in.BaseUncharged, in.Node, in.HoursFrom = r.frozen, r.frozenUncharged, r.assocs.node, float64(frozenTo)
+	r.fingerprint, r.lastRollup, r.watermark = f.fp, f.lastRan.Hourly, f.frozenTo
+}
+
+// rebuild rebuilds usage from the frozen sums and the rows and jobs above
+// them.
+func (r *Refresher) rebuild(f *refresh) *Snapshot {
+	in := f.in
+	in.Base, in.HoursFrom = r.frozen, float64(f.frozenTo)
 	if ch := &r.charged; ch.c == nil || ch.freezes != r.Freezes || ch.reads != r.assocs.reads {
-		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen, r.frozenUncharged, in.Node), r.Freezes, r.assocs.reads
+		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen), r.Freezes, r.assocs.reads
 	}
-	in.Charged, in.BaseScale = r.charged.c, math.Pow(r.Passes.D(), now-r.frozenAt)
-	usage, rawProblems := RawUsage(in)
-	problems = append(problems, rawProblems...)
+	in.Charged, in.BaseScale = r.charged.c, r.frozen.Scale(r.Passes, f.now)
+	u, problems := usage.Rebuild(in)
+	f.problems = append(f.problems, problems...)
+	tree := f.tree
 	for i := range tree.Assocs {
-		tree.Assocs[i].RawUsage = usage.Raw[i]
+		tree.Assocs[i].RawUsage = u.Raw[i]
 	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, Running: usage.Running, TailRisk: usage.TailRisk, TRESNames: names, QOS: qos, LastRan: lastRan, At: at, Full: full,
-		Problems: append(tree.Problems, problems...)}, nil
+	return &Snapshot{Cluster: r.Cluster.Name, Layout: f.layout, Rows: f.rows, Tree: tree, TRES: u.TRES, Uncharged: u.Uncharged, Running: u.Running, TailRisk: u.TailRisk,
+		TRESNames: f.names, QOS: f.qos, LastRan: f.lastRan, At: f.at, Full: f.full, Problems: append(tree.Problems, f.problems...)}
 }
 
 // cuts are where the hour and day tables start holding data after
@@ -427,30 +459,20 @@ func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err
 func (r *Refresher) cuts(ctx context.Context, l Layout, from int64, loc *time.Location) (hourCut, dayCut int64, err error) {
 	c := r.Cluster
 	hourCut, dayCut = from, from
-	if oldest, ok, err := c.Oldest(ctx, l, Hour); err != nil {
+	if oldest, ok, err := c.Oldest(ctx, l, usage.Hour); err != nil {
 		return 0, 0, err
 	} else if ok && oldest > from {
-		hourCut = max(from, startOf(oldest, loc, false))
+		hourCut = max(from, usage.Day.Start(oldest, loc))
 	}
 	if hourCut == from {
 		return hourCut, dayCut, nil // days matter only where hours are gone
 	}
-	if oldest, ok, err := c.Oldest(ctx, l, Day); err != nil {
+	if oldest, ok, err := c.Oldest(ctx, l, usage.Day); err != nil {
 		return 0, 0, err
 	} else if ok && oldest > from {
-		dayCut = max(from, startOf(oldest, loc, true))
+		dayCut = max(from, usage.Month.Start(oldest, loc))
 	}
 	return hourCut, dayCut, nil
-}
-
-// startOf is the start of t's local day (or month).
-func startOf(t int64, loc *time.Location, month bool) int64 {
-	lt := time.Unix(t, 0).In(loc)
-	day := lt.Day()
-	if month {
-		day = 1
-	}
-	return time.Date(lt.Year(), lt.Month(), day, 0, 0, 0, 0, loc).Unix()
 }
 
 // fingerprint changes when what the frozen sums depend on changes: the
