@@ -45,6 +45,10 @@ const sqlColdSums = "SELECT `id`, `id_tres`, %[3]s AS ph, SUM(`alloc_secs` * EXP
 	" FROM `%[1]s_assoc_usage_%[2]s_table` WHERE `id` IN (%[4]s) AND `id_tres` IN (%[5]s)" +
 	" AND `time_start` >= ? AND `time_start` < ? AND `alloc_secs` <= ? GROUP BY `id`, `id_tres`, ph"
 
+// sqlHourPhase is the phase of an hour row's start against the passes
+// (args: the passes' phase and period, whole seconds), for sqlColdSums.
+const sqlHourPhase = "MOD(CAST(`time_start` AS SIGNED) - %d, %d)"
+
 // coldLoad reads f.frozen: every rolled-up row before the watermark, from
 // the horizon f.from (usage.Cold). Where coarser rows stood in for purged
 // ones up to the last rollup, f.problems say so, and how far off that may
@@ -191,7 +195,7 @@ func (ld *coldLoader) sums(ctx context.Context, s usage.Span, k keys) ([]usage.C
 	}
 	phase := "0"
 	if s.P == usage.Hour {
-		phase = "MOD(CAST(`time_start` AS SIGNED) - " + strconv.FormatInt(w.Phase, 10) + ", " + strconv.FormatInt(w.Period, 10) + ")"
+		phase = fmt.Sprintf(sqlHourPhase, w.Phase, w.Period)
 	}
 	var queries []string
 	// below 1000 values: MariaDB turns longer IN lists into a temporary

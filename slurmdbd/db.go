@@ -188,7 +188,7 @@ func (d *DB) query(ctx context.Context, what, q string, scan func(*sql.Rows) err
 // of the name being listed in cluster_table.
 var clusterName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
 
-const sqlClusters = "SELECT name FROM `cluster_table` WHERE deleted = 0 ORDER BY name"
+const sqlClusters = "SELECT `name` FROM `cluster_table` WHERE `deleted` = 0 ORDER BY `name`"
 
 // Clusters lists the live clusters of cluster_table.
 func (d *DB) Clusters(ctx context.Context) ([]string, error) {

@@ -68,7 +68,7 @@ var required = map[string][]string{
 	"job_table":              {"job_db_inx", "id_assoc", "id_qos", "time_start", "time_end", "tres_alloc", "deleted"},
 }
 
-const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?, ?)"
+const sqlColumns = "SELECT `table_name`, `column_name` FROM `information_schema`.`columns` WHERE `table_schema` = DATABASE() AND `table_name` IN (?, ?, ?, ?, ?, ?, ?)"
 
 // hoursByModTime: the hour table is indexed by mod_time and not by
 // time_start (24.11+). slurmdbd sets mod_time when it rolls an hour up,
@@ -77,7 +77,7 @@ const sqlColumns = "SELECT table_name, column_name FROM information_schema.colum
 func (l Layout) hoursByModTime() bool { return !l.HourTimeIndex && l.HourModIndex }
 
 // sqlIndexes lists the first column of each index of a table.
-const sqlIndexes = "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND seq_in_index = 1"
+const sqlIndexes = "SELECT `column_name` FROM `information_schema`.`statistics` WHERE `table_schema` = DATABASE() AND `table_name` = ? AND `seq_in_index` = 1"
 
 // Layout detects the cluster's schema and fails, naming the column, when
 // one the exporter needs is missing.
