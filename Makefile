@@ -53,7 +53,7 @@ bench:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 -count 5 ./fairshare
 	$(GO) test -run '^$$' -bench Load -benchtime 3x ./slurmdbd
-	$(GO) test -run '^$$' -bench RawUsageJobs -count 3 ./slurmdbd
+	$(GO) test -run '^$$' -bench RebuildJobs -count 3 ./usage
 	$(GO) test -run '^$$' -bench Scrape10k -benchtime 500x -count 3 ./collector
 	$(GO) test -run '^$$' -bench Publish100k -benchtime 5x ./collector
 	$(GO) test -run '^$$' -bench 'Build|Compare100k' -benchmem -benchtime 20x ./engine

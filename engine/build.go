@@ -17,6 +17,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // Settings are a cluster's priority settings.
@@ -91,7 +92,7 @@ type Inputs struct {
 	Passes   fairshare.Passes
 	Phase    result.Phase
 	Running  []float64
-	TailRisk slurmdbd.TailRisk
+	TailRisk usage.TailRisk
 	// TRES is decayed usage per TRES name; Uncharged, Pending (has pending
 	// jobs) and MauiUsage (windowed usage fraction) may be nil.
 	TRES      map[string][]float64

@@ -12,6 +12,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // PendingJob is one pending job in one partition, ready for
@@ -96,7 +97,7 @@ func (e *Engine) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inputs
 				j.Job.AssocPriority = float64(in.assocPriority[i])
 			}
 		}
-		if counts, err := slurmdbd.TRESCounts(r.TRESReq); err == nil {
+		if counts, err := usage.TRESCounts(r.TRESReq); err == nil {
 			j.Job.TRES = make(map[string]float64, len(counts))
 			for _, t := range counts {
 				j.Job.TRES[names[uint32(t[0])]] = float64(t[1])

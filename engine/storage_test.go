@@ -22,6 +22,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // TestStorageChecked: a state file (--storage.path) is used only when it
@@ -220,7 +221,7 @@ func flipValue(t *testing.T, path string) {
 	b, err := os.ReadFile(path)
 	must(t, err)
 	// the gob is where it decodes, after any header
-	var s struct{ Frozen map[slurmdbd.Key]float64 }
+	var s struct{ Frozen map[usage.Key]float64 }
 	for off := 0; off < len(b) && len(s.Frozen) == 0; off++ {
 		gob.NewDecoder(bytes.NewReader(b[off:])).Decode(&s)
 	}

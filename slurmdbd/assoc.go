@@ -45,31 +45,36 @@ func (a *Assoc) String() string {
 	return s
 }
 
-// Associations reads every association, deleted ones included, in the
-// order slurmctld keeps them, which decides Fair Tree ties: by lineage from
-// 23.11 (assoc_mgr sorts by it), by lft before.
-func (c Cluster) Associations(ctx context.Context, l Layout) ([]Assoc, error) {
-	cols := "id_assoc, user, acct, `partition`, parent_acct, shares, deleted, creation_time, priority"
-	if l.IDParent {
-		cols += ", id_parent"
-	} else {
-		cols += ", 0"
-	}
-	if l.Lineage {
-		cols += ", lineage"
-	} else {
-		cols += ", ''"
-	}
-	order := "id_assoc"
+// sqlAssociations reads assoc_table's rows: %[2]s is id_parent or its
+// stand-in 0 (before 23.11), %[3]s lineage or ”, %[4]s the order
+// (assocOrder).
+const sqlAssociations = "SELECT `id_assoc`, `user`, `acct`, `partition`, `parent_acct`, `shares`, `deleted`, `creation_time`, `priority`, %[2]s, %[3]s" +
+	" FROM `%[1]s_assoc_table` ORDER BY %[4]s"
+
+// assocOrder is the order slurmctld keeps associations in: by lineage from
+// 23.11 (assoc_mgr sorts by it), by lft before, where the table has them.
+func assocOrder(l Layout) string {
 	switch {
 	case l.Lineage:
-		order = "CAST(lineage AS BINARY), id_assoc"
+		return "CAST(`lineage` AS BINARY), `id_assoc`"
 	case l.LftRgt:
-		order = "lft, id_assoc"
+		return "`lft`, `id_assoc`"
 	}
-	q := "SELECT " + cols + " FROM " + c.table("assoc_table") + " ORDER BY " + order
+	return "`id_assoc`"
+}
+
+// Associations reads every association, deleted ones included, in the
+// order slurmctld keeps them, which decides Fair Tree ties (assocOrder).
+func (c Cluster) Associations(ctx context.Context, l Layout) ([]Assoc, error) {
+	idParent, lineage := "0", "''"
+	if l.IDParent {
+		idParent = "`id_parent`"
+	}
+	if l.Lineage {
+		lineage = "`lineage`"
+	}
 	var out []Assoc
-	err := c.db.query(ctx, "reading "+c.Name+"_assoc_table", q, func(r *sql.Rows) error {
+	err := c.db.query(ctx, "reading "+c.tableName("assoc_table"), c.fill(sqlAssociations, idParent, lineage, assocOrder(l)), func(r *sql.Rows) error {
 		var a Assoc
 		var shares, deleted int64
 		var lineage sql.NullString
@@ -100,23 +105,26 @@ type assocVersion struct {
 	stable        bool
 }
 
-// assocVersion reads it, and the server's clock: a scan of the table on
-// the server, a tenth of reading it at 100k associations.
+// sqlAssocVersion reads assocVersion and the server's clock: a scan of
+// the table on the server, a tenth of reading it at 100k associations.
+const sqlAssocVersion = "SELECT COUNT(*), COALESCE(MAX(`mod_time`), 0), UNIX_TIMESTAMP() FROM `%[1]s_assoc_table`"
+
 func (c Cluster) assocVersion(ctx context.Context) (v assocVersion, now int64, err error) {
-	table := c.table("assoc_table")
-	err = c.db.query(ctx, "reading "+table, "SELECT COUNT(*), COALESCE(MAX(mod_time), 0), UNIX_TIMESTAMP() FROM "+table, func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading "+c.quoted("assoc_table"), c.fill(sqlAssocVersion), func(r *sql.Rows) error {
 		return r.Scan(&v.count, &v.newest, &now)
 	})
 	v.stable = v.newest < now-1
 	return v, now, err
 }
 
-// lastTxn is the newest id of txn_table and the server's clock: slurmdbd
-// logs there every association an administrator adds, modifies or
-// removes, and the primary key gives the newest at once, where
+// sqlLastTxn reads the newest id of txn_table and the server's clock:
+// slurmdbd logs there every association an administrator adds, modifies
+// or removes, and the primary key gives the newest at once, where
 // assocVersion scans the association table (28 ms at 100k associations).
+const sqlLastTxn = "SELECT COALESCE(MAX(`id`), 0), UNIX_TIMESTAMP() FROM `txn_table`"
+
 func (c Cluster) lastTxn(ctx context.Context) (id, now int64, err error) {
-	err = c.db.query(ctx, "reading txn_table", "SELECT COALESCE(MAX(id), 0), UNIX_TIMESTAMP() FROM `txn_table`", func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading txn_table", sqlLastTxn, func(r *sql.Rows) error {
 		return r.Scan(&id, &now)
 	})
 	return id, now, err
@@ -165,67 +173,88 @@ type Tree struct {
 // cuts off from root, is left out and reported; so is a duplicate. Only a
 // missing root is an error.
 func BuildTree(rows []Assoc) (*Tree, error) {
-	t := &Tree{}
-	root := -1
-	accounts := map[string]int{}
-	byID := map[uint32]int{}
+	b := &treeBuilder{rows: rows, t: &Tree{}, root: -1, accounts: map[string]int{}, byID: map[uint32]int{}, skip: map[int]bool{}}
+	b.index()
+	if b.root < 0 {
+		return nil, fmt.Errorf("assoc_table has no live root account (acct='root', user=''): expected one")
+	}
+	b.link()
+	b.walk()
+	return b.t, nil
+}
+
+// treeBuilder is BuildTree's work in progress; rows are named by index.
+type treeBuilder struct {
+	rows     []Assoc
+	t        *Tree
+	root     int
+	accounts map[string]int // account rows by name
+	byID     map[uint32]int
+	skip     map[int]bool // rows left out
+	parent   []int
+	children map[int][]int
+}
+
+// index finds root and the account rows, and leaves out unusable rows and
+// duplicates.
+func (b *treeBuilder) index() {
 	type userKey struct{ user, account, partition string }
 	users := map[userKey]int{}
-	skip := map[int]bool{}
-	for i := range rows {
-		a := &rows[i]
+	for i := range b.rows {
+		a := &b.rows[i]
 		if a.Deleted {
 			continue
 		}
 		if a.Err != nil {
-			t.Problems = append(t.Problems, fmt.Errorf("%s: %w: left out", a, a.Err))
-			skip[i] = true
+			b.t.Problems = append(b.t.Problems, fmt.Errorf("%s: %w: left out", a, a.Err))
+			b.skip[i] = true
 			continue
 		}
-		byID[a.ID] = i
+		b.byID[a.ID] = i
 		if a.User != "" {
 			// udex makes these unique; a damaged or hand-made table may not
 			k := userKey{a.User, a.Account, a.Partition}
 			if j, dup := users[k]; dup {
-				t.Problems = append(t.Problems, fmt.Errorf("%s: already has row id_assoc=%d: left out", a, rows[j].ID))
-				skip[i] = true
+				b.t.Problems = append(b.t.Problems, fmt.Errorf("%s: already has row id_assoc=%d: left out", a, b.rows[j].ID))
+				b.skip[i] = true
 				continue
 			}
 			users[k] = i
 			continue
 		}
-		if a.Account == "root" && root < 0 {
-			root = i
+		if a.Account == "root" && b.root < 0 {
+			b.root = i
 		}
-		if j, dup := accounts[a.Account]; dup {
-			t.Problems = append(t.Problems, fmt.Errorf("%s: account %q already has row id_assoc=%d: left out", a, a.Account, rows[j].ID))
+		if j, dup := b.accounts[a.Account]; dup {
+			b.t.Problems = append(b.t.Problems, fmt.Errorf("%s: account %q already has row id_assoc=%d: left out", a, a.Account, b.rows[j].ID))
 			continue
 		}
-		accounts[a.Account] = i
+		b.accounts[a.Account] = i
 	}
-	if root < 0 {
-		return nil, fmt.Errorf("assoc_table has no live root account (acct='root', user=''): expected one")
-	}
-	parent := make([]int, len(rows))
-	children := map[int][]int{}
+}
+
+// link finds each live row's parent row.
+func (b *treeBuilder) link() {
+	rows := b.rows
+	b.parent, b.children = make([]int, len(rows)), map[int][]int{}
 	for i := range rows {
 		a := &rows[i]
-		parent[i] = -1
-		if a.Deleted || skip[i] || i == root {
+		b.parent[i] = -1
+		if a.Deleted || b.skip[i] || i == b.root {
 			continue
 		}
-		if a.User == "" && accounts[a.Account] != i {
-			continue // a duplicate, reported above
+		if a.User == "" && b.accounts[a.Account] != i {
+			continue // a duplicate, reported by index
 		}
 		p, ok := -1, false
 		switch {
 		case a.User != "":
-			p, ok = accounts[a.Account]
+			p, ok = b.accounts[a.Account]
 		case a.IDParent != 0:
-			p, ok = byID[a.IDParent]
+			p, ok = b.byID[a.IDParent]
 			ok = ok && rows[p].User == ""
 		default:
-			p, ok = accounts[a.ParentAccount]
+			p, ok = b.accounts[a.ParentAccount]
 		}
 		if !ok {
 			what := "parent account " + fmt.Sprintf("%q", a.ParentAccount)
@@ -234,40 +263,80 @@ func BuildTree(rows []Assoc) (*Tree, error) {
 			} else if a.IDParent != 0 {
 				what = fmt.Sprintf("parent id_assoc=%d", a.IDParent)
 			}
-			t.Problems = append(t.Problems, fmt.Errorf("%s: %s does not exist: left out", a, what))
+			b.t.Problems = append(b.t.Problems, fmt.Errorf("%s: %s does not exist: left out", a, what))
 			continue
 		}
-		parent[i] = p
-		children[p] = append(children[p], i)
+		b.parent[i] = p
+		b.children[p] = append(b.children[p], i)
 	}
-	// Depth-first from root, children in row order: parents first, and
-	// siblings keep slurmctld's order. What is not reached sits on a cycle
-	// or under a left-out row.
+}
+
+// walk goes depth-first from root, children in row order: parents first,
+// and siblings keep slurmctld's order. What is not reached sits on a cycle
+// or under a left-out row.
+func (b *treeBuilder) walk() {
+	rows, t := b.rows, b.t
 	index := make([]int, len(rows))
 	for i := range index {
 		index[i] = -1
 	}
-	stack := []int{root}
+	stack := []int{b.root}
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		a := &rows[i]
 		index[i] = len(t.Assocs)
 		p := -1
-		if parent[i] >= 0 {
-			p = index[parent[i]]
+		if b.parent[i] >= 0 {
+			p = index[b.parent[i]]
 		}
 		t.Assocs = append(t.Assocs, fairshare.Association{Account: a.Account, User: a.User, Partition: a.Partition, Parent: p, Shares: a.Shares})
 		t.Row = append(t.Row, i)
-		kids := children[i]
+		kids := b.children[i]
 		for k := len(kids) - 1; k >= 0; k-- {
 			stack = append(stack, kids[k])
 		}
 	}
 	for i := range rows {
-		if parent[i] >= 0 && index[i] < 0 {
+		if b.parent[i] >= 0 && index[i] < 0 {
 			t.Problems = append(t.Problems, fmt.Errorf("%s: not reachable from root (a cycle in parent_acct?): left out", &rows[i]))
 		}
 	}
-	return t, nil
+}
+
+// nodes maps id_assoc to the tree association that carries its usage:
+// itself when live, its account for a removed user, the nearest live
+// ancestor account for a removed account (Slurm 22.05+ leaf_usage).
+func nodes(rows []Assoc, t *Tree) map[uint32]int {
+	node := make(map[uint32]int, len(rows))
+	account := map[string]int{}
+	for i, r := range t.Row {
+		node[rows[r].ID] = i
+		if rows[r].User == "" {
+			account[rows[r].Account] = i
+		}
+	}
+	parentOf := map[string]string{}
+	for _, r := range rows {
+		if r.User == "" {
+			parentOf[r.Account] = r.ParentAccount
+		}
+	}
+	for _, r := range rows {
+		if _, ok := node[r.ID]; ok {
+			continue
+		}
+		name := r.Account
+		if r.User == "" {
+			name = r.ParentAccount
+		}
+		for hops := 0; name != "" && hops < 64; hops++ {
+			if i, ok := account[name]; ok {
+				node[r.ID] = i
+				break
+			}
+			name = parentOf[name]
+		}
+	}
+	return node
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/gen"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // TestRebuildAtMoment: usage rebuilt at a moment before the last rollup
@@ -35,7 +36,7 @@ func TestRebuildAtMoment(t *testing.T) {
 	// compare checks root, the busiest account under it and the busiest
 	// users (as many as users) against the reference (own usage per
 	// id_assoc), to within tolerance, relative: the passes and the coarse tiers
-	// (coarseTolerance) weigh a second a little differently from the
+	// (usage.CoarseTolerance) weigh a second a little differently from the
 	// reference's d^(moment−t).
 	compare := func(name string, p fairshare.Passes, at time.Time, ref map[uint32]float64, users int, tolerance float64) *Snapshot {
 		t.Helper()
@@ -60,7 +61,7 @@ func TestRebuildAtMoment(t *testing.T) {
 		for _, i := range slices.Concat([]int{0}, busiest(accounts, 1), busiest(busy, users)) {
 			a, got := snap.Tree.Assocs[i], snap.Tree.Assocs[i].RawUsage
 			t.Logf("half-life %vs, %s: account=%q user=%q: rebuilt %.4g, reference %.4g", p.HalfLife, name, a.Account, a.User, got, want[i])
-			if math.IsNaN(got) || math.Abs(got-want[i]) > tolerance*want[i]+coarseFloor {
+			if math.IsNaN(got) || math.Abs(got-want[i]) > tolerance*want[i]+usage.CoarseFloor {
 				t.Errorf("half-life %vs, %s (%v): account=%q user=%q: rebuilt usage %.6g, want %.6g (±%g)", p.HalfLife, name, at, a.Account, a.User, got, want[i], tolerance)
 			}
 		}
@@ -89,7 +90,7 @@ func TestRebuildAtMoment(t *testing.T) {
 	// its day row, spread evenly up to the moment's hour.
 	at := genEnd.AddDate(0, 0, -30).Add(-35 * time.Minute)
 	ref := usageAt(t, g, week, at, at)
-	purged := startOf(genEnd.AddDate(0, 0, -20).Unix(), time.UTC, false)
+	purged := usage.Day.Start(genEnd.AddDate(0, 0, -20).Unix(), time.UTC)
 	if _, err := g.root.ExecContext(ctx, "DELETE FROM `"+g.c.Name+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func usageAt(t *testing.T, g generated, p fairshare.Passes, at, rolled time.Time
 		if err := rows.Scan(&id, &start, &end, &tres); err != nil {
 			t.Fatal(err)
 		}
-		billing, _, err := TRESCount(tres, TRESBilling)
+		billing, _, err := usage.TRESCount(tres, TRESBilling)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -102,27 +102,3 @@ func BenchmarkLoadDSN(b *testing.B) {
 		}
 	})
 }
-
-// BenchmarkRawUsageJobs is RawUsage's share of a steady refresh that comes
-// from jobs: 10,000 running across the last rollup and 10,000 that ended
-// in the re-read hours, on one user's association (the per-association
-// sums are measured by BenchmarkLoad).
-func BenchmarkRawUsageJobs(b *testing.B) {
-	rows := []Assoc{{ID: 1, Account: "root"}, {ID: 2, Account: "a", ParentAccount: "root", Shares: 1}, {ID: 3, Account: "a", User: "u", Shares: 1}}
-	tree, err := BuildTree(rows)
-	if err != nil {
-		b.Fatal(err)
-	}
-	const h = 500000 * 3600
-	in := UsageInputs{Rows: rows, Tree: tree, Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 17}, At: h + 1200,
-		LastRan: LastRan{Hourly: h, OK: true}, Location: time.UTC}
-	for i := range 10000 {
-		in.Jobs = append(in.Jobs, Job{Inx: uint64(i), Assoc: 3, Start: h - int64(i%3600) - 1, TRESAlloc: "1=8,2=16000,5=8"})
-		end := h - int64(i%(6*3600)) - 1
-		in.Ended = append(in.Ended, Job{Inx: uint64(10000 + i), Assoc: 3, Start: end - 5000, End: end, TRESAlloc: "1=8,2=16000,5=8"})
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		RawUsage(in)
-	}
-}

@@ -9,12 +9,13 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/gen"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // TestColdLoadTiers: a full load of six months at a 7-day half-life reads
-// hours, days and months (coldLoad) and lands, for every association and
-// TRES, within coarseTolerance of the exact sum over every hourly row
-// (bucket() row by row, the derivation the tiers replace). The users idle
+// hours, days and months (coldLoad, usage.Cold) and lands, for every association and
+// TRES, within usage.CoarseTolerance of the exact sum over every hourly row
+// (usage.Inputs.Bucket row by row, the derivation the tiers replace). The users idle
 // for four months, whose usage is all in coarse periods, are read again
 // from hours, and about as many busy ones whose last seven weeks were
 // quiet beside the weeks before (each user's jobs come in runs a day or
@@ -26,8 +27,8 @@ func TestColdLoadTiers(t *testing.T) {
 	g := generate(t, mariadbtest.Start(t, ""), "slurm-22.05", gen.Config{Associations: 400, Depth: 4, Months: 6, Seed: 5, JobsPerHour: 10, AllTRES: true})
 	root, c, st, end := g.root, g.c, g.stats, genEnd
 	// coldLoaded is a full load 20 minutes after the last rollup, and what
-	// bucket() needs to weigh rows as of that moment
-	coldLoaded := func(p fairshare.Passes, allTRES bool) (*Refresher, Layout, UsageInputs) {
+	// Bucket needs to weigh rows as of that moment
+	coldLoaded := func(p fairshare.Passes, allTRES bool) (*Refresher, Layout, *usage.Inputs) {
 		c := c
 		c.AllTRES = allTRES
 		r := &Refresher{Cluster: c, Passes: p, Location: time.UTC}
@@ -37,7 +38,7 @@ func TestColdLoadTiers(t *testing.T) {
 		}
 		l, _ := c.Layout(ctx)
 		lastRan, _ := c.LastRan(ctx)
-		return r, l, UsageInputs{Passes: p, At: float64(at.Unix()), LastRan: lastRan, Location: time.UTC}
+		return r, l, &usage.Inputs{Passes: p, At: float64(at.Unix()), LastHourly: lastRan.Hourly, Location: time.UTC}
 	}
 	for i, p := range []fairshare.Passes{
 		{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true},
@@ -46,16 +47,16 @@ func TestColdLoadTiers(t *testing.T) {
 	} {
 		allTRES := i == 0
 		r, l, in := coldLoaded(p, allTRES)
-		rows, err := r.Cluster.Usage(ctx, l, nil, Hour, 0, r.watermark)
+		rows, err := r.Cluster.Usage(ctx, l, nil, usage.Hour, 0, r.watermark)
 		if err != nil {
 			t.Fatal(err)
 		}
-		exact := map[Key]float64{}
+		exact := map[usage.Key]float64{}
 		for _, u := range rows {
-			exact[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+			exact[usage.Key{Assoc: u.Assoc, TRES: u.TRES}] += in.Bucket(u, usage.Hour)
 		}
 		tres := map[uint32]bool{}
-		for k := range r.frozen {
+		for k := range r.frozen.Usage {
 			tres[k.TRES] = true
 		}
 		if allTRES != (len(tres) == 3) || !tres[TRESBilling] {
@@ -63,8 +64,8 @@ func TestColdLoadTiers(t *testing.T) {
 		}
 		worst := 0.0
 		for k, want := range exact {
-			got := r.frozen[k]
-			allowed := coarseTolerance*want + coarseFloor
+			got := r.frozen.Usage[k]
+			allowed := usage.CoarseTolerance*want + usage.CoarseFloor
 			if math.Abs(got-want) > allowed+1e-9*want {
 				t.Errorf("half-life %v, period %v: id_assoc %d: tiers %v, hour by hour %v", p.HalfLife, p.Period, k.Assoc, got, want)
 			}
@@ -82,28 +83,28 @@ func TestColdLoadTiers(t *testing.T) {
 
 	// PurgeUsageAfter=60days: hours older than that are gone, days stand
 	// in for them (rows spread evenly over each day either way).
-	purged := startOf(end.AddDate(0, 0, -60).Unix(), time.UTC, false)
+	purged := usage.Day.Start(end.AddDate(0, 0, -60).Unix(), time.UTC)
 	if _, err := root.ExecContext(ctx, "DELETE FROM `"+c.Name+"_assoc_usage_hour_table` WHERE time_start < ?", purged); err != nil {
 		t.Fatal(err)
 	}
 	r, l, in := coldLoaded(fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18, ChargeJobEnd: true}, false)
-	want := map[Key]float64{}
-	hours, err := c.Usage(ctx, l, nil, Hour, purged, r.watermark)
+	want := map[usage.Key]float64{}
+	hours, err := c.Usage(ctx, l, nil, usage.Hour, purged, r.watermark)
 	if err != nil {
 		t.Fatal(err)
 	}
-	days, err := c.Usage(ctx, l, nil, Day, 0, purged)
+	days, err := c.Usage(ctx, l, nil, usage.Day, 0, purged)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range hours {
-		want[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
+		want[usage.Key{Assoc: u.Assoc, TRES: u.TRES}] += in.Bucket(u, usage.Hour)
 	}
 	for _, u := range days {
-		want[Key{u.Assoc, u.TRES}] += in.bucket(u, Day)
+		want[usage.Key{Assoc: u.Assoc, TRES: u.TRES}] += in.Bucket(u, usage.Day)
 	}
 	for k, w := range want {
-		if got := r.frozen[k]; math.Abs(got-w) > coarseTolerance*w+coarseFloor {
+		if got := r.frozen.Usage[k]; math.Abs(got-w) > usage.CoarseTolerance*w+usage.CoarseFloor {
 			t.Errorf("hours purged before %v: id_assoc %d: %v, days then hours %v", time.Unix(purged, 0).UTC(), k.Assoc, got, w)
 		}
 	}

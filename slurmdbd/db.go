@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // DB is a pool of read-only connections to a slurmdbd database.
@@ -108,6 +110,13 @@ func parseDSN(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
+// The server's version, and its read-only variable under the name MySQL 8
+// and MariaDB 11.1+ give it (an error on older servers).
+const (
+	sqlVersion  = "SELECT @@version"
+	sqlReadOnly = "SELECT @@session.transaction_read_only"
+)
+
 // sessionParams are the session variables set on every connection: the
 // server is asked which names it knows.
 func sessionParams(ctx context.Context, cfg *mysql.Config, timeout time.Duration) (map[string]string, error) {
@@ -120,7 +129,7 @@ func sessionParams(ctx context.Context, cfg *mysql.Config, timeout time.Duration
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var version string
-	if err := db.QueryRowContext(ctx, "SELECT @@version").Scan(&version); err != nil {
+	if err := db.QueryRowContext(ctx, sqlVersion).Scan(&version); err != nil {
 		return nil, fmt.Errorf("database %s: %w", cfg.Addr, err)
 	}
 	secs := int(math.Ceil(timeout.Seconds()))
@@ -131,7 +140,7 @@ func sessionParams(ctx context.Context, cfg *mysql.Config, timeout time.Duration
 		p["max_execution_time"] = strconv.Itoa(secs * 1000)
 	}
 	var v sql.NullString
-	err = db.QueryRowContext(ctx, "SELECT @@session.transaction_read_only").Scan(&v)
+	err = db.QueryRowContext(ctx, sqlReadOnly).Scan(&v)
 	var me *mysql.MySQLError
 	switch {
 	case err == nil:
@@ -179,7 +188,7 @@ func (d *DB) query(ctx context.Context, what, q string, scan func(*sql.Rows) err
 // of the name being listed in cluster_table.
 var clusterName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$`)
 
-const sqlClusters = "SELECT name FROM `cluster_table` WHERE deleted = 0 ORDER BY name"
+const sqlClusters = "SELECT `name` FROM `cluster_table` WHERE `deleted` = 0 ORDER BY `name`"
 
 // Clusters lists the live clusters of cluster_table.
 func (d *DB) Clusters(ctx context.Context) ([]string, error) {
@@ -224,16 +233,33 @@ type Cluster struct {
 	AllTRES bool
 }
 
-// tresCond is the rollup rows' TRES condition and its argument.
+// tresCond is the rollup rows' TRES condition and its argument
+// (usage.KeepsTRES says the same of a row).
 func (c Cluster) tresCond() (string, uint32) {
 	if c.AllTRES {
-		return "id_tres <> ?", TRESEnergy
+		return "`id_tres` <> ?", usage.TRESEnergy
 	}
-	return "id_tres = ?", TRESBilling
+	return "`id_tres` = ?", usage.TRESBilling
 }
 
-// table is the quoted name of the cluster's table, e.g. `c_assoc_table`;
-// the name was checked by DB.Cluster.
-func (c Cluster) table(suffix string) string {
-	return "`" + c.Name + "_" + suffix + "`"
+// fill fills a query's per-cluster table names: %[1]s in format is the
+// cluster's name, which DB.Cluster checked (letters, digits, '_' and '-'),
+// inside the backticks of the format's identifiers. The further verbs take
+// parts the code picks among fixed SQL (a column or its stand-in, a TRES
+// condition, a period's table) or formats from integers: never a value
+// read or given as text.
+func (c Cluster) fill(format string, parts ...string) string {
+	args := make([]any, 1, 1+len(parts))
+	args[0] = c.Name
+	for _, p := range parts {
+		args = append(args, p)
+	}
+	return fmt.Sprintf(format, args...)
 }
+
+// tableName is the name of the cluster's table, as information_schema
+// and messages give it; quoted is that name in backticks, as most
+// messages give it.
+func (c Cluster) tableName(suffix string) string { return c.Name + "_" + suffix }
+
+func (c Cluster) quoted(suffix string) string { return "`" + c.tableName(suffix) + "`" }

@@ -12,6 +12,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 type release struct {
@@ -267,27 +268,27 @@ func TestQOSFactorAndJobIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func() map[Key]float64 {
+	read := func() map[usage.Key]float64 {
 		qos, err := d.QOS(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := c.Usage(ctx, l, qos, Hour, 0, 1<<40)
+		rows, err := c.Usage(ctx, l, qos, usage.Hour, 0, 1<<40)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[Key]float64{}
+		m := map[usage.Key]float64{}
 		for _, r := range rows {
-			if r.TRES == TRESEnergy {
+			if r.TRES == usage.TRESEnergy {
 				t.Errorf("energy row read: %+v", r)
 			}
-			m[Key{r.Assoc, r.TRES}] += r.AllocSecs
+			m[usage.Key{Assoc: r.Assoc, TRES: r.TRES}] += r.AllocSecs
 		}
 		return m
 	}
 	plain := read()
-	if plain[Key{10, TRESBilling}] != 16344 {
-		t.Fatalf("billing of id_assoc=10: %v, want the real row's 16344", plain[Key{10, TRESBilling}])
+	if plain[usage.Key{Assoc: 10, TRES: TRESBilling}] != 16344 {
+		t.Fatalf("billing of id_assoc=10: %v, want the real row's 16344", plain[usage.Key{Assoc: 10, TRES: TRESBilling}])
 	}
 	srv.MustSQL("UPDATE " + db + ".qos_table SET usage_factor = 2.5 WHERE id = 1")
 	weighted := read()

@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // RunningJob is a job running at a moment, with what it charges per
 // second and when its time limit stops it.
 type RunningJob struct {
-	Job
+	usage.Job
 	// Billing is billable TRES per second, QOS UsageFactor applied (the
 	// CPUs where the job recorded no billing, as the rebuild charges).
 	Billing float64
@@ -17,6 +19,10 @@ type RunningJob struct {
 	// job has none (INFINITE, NO_VAL, or 0 as a generated row holds).
 	LimitEnd int64
 }
+
+// sqlRunningJobs reads the jobs that ran in (t, t+1] (args: t+1, t):
+// started by t, not ended by t.
+const sqlRunningJobs = "SELECT " + sqlJobCols + ", `timelimit` FROM `%[1]s_job_table`" + sqlJobsRan
 
 // RunningJobs reads the jobs running at at (started by then, not ended
 // by then). A job whose TRES string cannot be read is left out and
@@ -26,18 +32,15 @@ func (c Cluster) RunningJobs(ctx context.Context, at time.Time) (jobs []RunningJ
 	if err != nil {
 		return nil, nil, err
 	}
-	table := c.table("job_table")
-	charge := &UsageInputs{QOS: qos}
+	factors := usageFactors(qos)
 	t := at.Unix()
-	// the jobs that ran in (t, t+1]: started by t, not ended by t
-	q := "SELECT " + sqlJobCols + ", timelimit FROM " + table + sqlJobsRan
-	err = c.db.query(ctx, "reading running jobs from "+table, q, func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading running jobs from "+c.quoted("job_table"), c.fill(sqlRunningJobs), func(r *sql.Rows) error {
 		var j RunningJob
 		var limit uint32
 		if err := scanJob(r, &j.Job, &limit); err != nil {
 			return err
 		}
-		_, billing, err := charge.jobTRES(j.Job)
+		billing, err := usage.JobBilling(j.Job, factors)
 		if err != nil {
 			problems = append(problems, err)
 			return nil
@@ -57,6 +60,6 @@ func (c Cluster) RunningJobs(ctx context.Context, at time.Time) (jobs []RunningJ
 // association used over a window, for the rate the forecast assumes.
 func (c Cluster) BillingUsage(ctx context.Context, from, to time.Time) (map[uint32]float64, error) {
 	out := map[uint32]float64{}
-	err := c.billingHours(ctx, from.Unix(), to.Unix(), func(u UsageRow) { out[u.Assoc] += u.AllocSecs })
+	err := c.billingHours(ctx, from.Unix(), to.Unix(), func(u usage.Row) { out[u.Assoc] += u.AllocSecs })
 	return out, err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // PendingJob is a row of <cluster>_job_table for a job that was pending:
@@ -33,29 +35,33 @@ type PendingJob struct {
 	Priority uint32
 }
 
-const pendingCols = "id_job, id_array_job, COALESCE(array_task_str, ''), id_array_task, id_assoc, id_qos, id_user, account, `partition`, " +
-	"time_submit, time_eligible, cpus_req, tres_req, timelimit, priority FROM "
+// The job_table columns PendingJob holds (pendingJobs); the jobs pending
+// at a moment (args: it, three times): submitted by then, not started or
+// ended by then, where the time_end condition lets the rollup2 index
+// (time_end, time_eligible) skip the finished jobs; the rows of one job id.
+const (
+	sqlPending = "SELECT `id_job`, `id_array_job`, COALESCE(`array_task_str`, ''), `id_array_task`, `id_assoc`, `id_qos`, `id_user`, `account`, `partition`, " +
+		"`time_submit`, `time_eligible`, `cpus_req`, `tres_req`, `timelimit`, `priority` FROM `%[1]s_job_table`"
+	sqlPendingJobs = sqlPending + " WHERE `deleted` = 0 AND (`time_end` = 0 OR `time_end` > ?) AND `time_submit` <= ? AND (`time_start` = 0 OR `time_start` > ?)"
+	sqlJobRows     = sqlPending + " WHERE `deleted` = 0 AND `id_job` = ? ORDER BY `time_submit`"
+)
 
 // PendingJobs reads the jobs pending at at: submitted by then, not
-// started or ended by then. The time_end condition lets the rollup2 index
-// (time_end, time_eligible) skip the finished jobs.
+// started or ended by then.
 func (c Cluster) PendingJobs(ctx context.Context, at time.Time) ([]PendingJob, error) {
-	table := c.table("job_table")
 	t := at.Unix()
-	q := "SELECT " + pendingCols + table + " WHERE deleted = 0 AND (time_end = 0 OR time_end > ?) AND time_submit <= ? AND (time_start = 0 OR time_start > ?)"
-	return c.pendingJobs(ctx, table, q, t, t, t)
+	return c.pendingJobs(ctx, c.fill(sqlPendingJobs), t, t, t)
 }
 
 // Job reads the rows of one job id (several when it was requeued or is an
 // array), oldest first.
 func (c Cluster) Job(ctx context.Context, id uint32) ([]PendingJob, error) {
-	table := c.table("job_table")
-	return c.pendingJobs(ctx, table, "SELECT "+pendingCols+table+" WHERE deleted = 0 AND id_job = ? ORDER BY time_submit", id)
+	return c.pendingJobs(ctx, c.fill(sqlJobRows), id)
 }
 
-func (c Cluster) pendingJobs(ctx context.Context, table, q string, args ...any) ([]PendingJob, error) {
+func (c Cluster) pendingJobs(ctx context.Context, q string, args ...any) ([]PendingJob, error) {
 	var out []PendingJob
-	err := c.db.query(ctx, "reading pending jobs from "+table, q, func(r *sql.Rows) error {
+	err := c.db.query(ctx, "reading pending jobs from "+c.quoted("job_table"), q, func(r *sql.Rows) error {
 		var j PendingJob
 		var task uint32
 		var part string
@@ -69,7 +75,7 @@ func (c Cluster) pendingJobs(ctx context.Context, table, q string, args ...any) 
 		}
 		j.Partitions = splitComma(part)
 		j.TRESReq = tres.String
-		if n, ok, err := TRESCount(j.TRESReq, TRESNode); err == nil && ok {
+		if n, ok, err := usage.TRESCount(j.TRESReq, TRESNode); err == nil && ok {
 			j.Nodes = uint32(n)
 		}
 		out = append(out, j)
@@ -95,22 +101,24 @@ func splitComma(s string) []string {
 	return out
 }
 
+// sqlClusterTRES reads the cluster row of <cluster>_event_table (node_name
+// empty) covering a moment (args: it, twice).
+const sqlClusterTRES = "SELECT `tres` FROM `%[1]s_event_table` WHERE `node_name` = '' AND `time_start` <= ? AND (`time_end` = 0 OR `time_end` > ?) ORDER BY `time_start` DESC LIMIT 1"
+
 // ClusterTRES is the cluster's TRES at at, by id: what slurmctld
-// registered (the cluster row of <cluster>_event_table, node_name empty).
-// ok is false when no row covers at.
+// registered. ok is false when no row covers at.
 func (c Cluster) ClusterTRES(ctx context.Context, at time.Time) (tres [][2]uint64, ok bool, err error) {
-	table := c.table("event_table")
+	table := c.quoted("event_table")
 	t := at.Unix()
-	q := "SELECT tres FROM " + table + " WHERE node_name = '' AND time_start <= ? AND (time_end = 0 OR time_end > ?) ORDER BY time_start DESC LIMIT 1"
 	var s string
-	err = c.db.query(ctx, "reading the cluster's TRES from "+table, q, func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading the cluster's TRES from "+table, c.fill(sqlClusterTRES), func(r *sql.Rows) error {
 		ok = true
 		return r.Scan(&s)
 	}, t, t)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	tres, err = TRESCounts(s)
+	tres, err = usage.TRESCounts(s)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s cluster row at %d: %w", table, t, err)
 	}

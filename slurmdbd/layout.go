@@ -16,12 +16,16 @@ import (
 // registered with slurmdbd and never used, or whose tables were dropped).
 var ErrNoTables = errors.New("no tables of its own")
 
+// sqlProbe reads nothing of a cluster's table (%[2]s: one of the suffixes
+// of required), for the error it may give.
+const sqlProbe = "SELECT 1 FROM `%[1]s_%[2]s` LIMIT 0"
+
 // unreadable says why information_schema showed no column of the
 // cluster's table: it does not exist, or the database user may not read
 // it (information_schema lists only what the user can read).
 func (c Cluster) unreadable(ctx context.Context, suffix string) error {
-	name := c.Name + "_" + suffix
-	err := c.db.query(ctx, "reading "+name, "SELECT 1 FROM "+c.table(suffix)+" LIMIT 0", func(*sql.Rows) error { return nil })
+	name := c.tableName(suffix)
+	err := c.db.query(ctx, "reading "+name, c.fill(sqlProbe, suffix), func(*sql.Rows) error { return nil })
 	var me *mysql.MySQLError
 	switch {
 	case errors.As(err, &me) && me.Number == 1146: // ER_NO_SUCH_TABLE
@@ -64,7 +68,7 @@ var required = map[string][]string{
 	"job_table":              {"job_db_inx", "id_assoc", "id_qos", "time_start", "time_end", "tres_alloc", "deleted"},
 }
 
-const sqlColumns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (?, ?, ?, ?, ?, ?, ?)"
+const sqlColumns = "SELECT `table_name`, `column_name` FROM `information_schema`.`columns` WHERE `table_schema` = DATABASE() AND `table_name` IN (?, ?, ?, ?, ?, ?, ?)"
 
 // hoursByModTime: the hour table is indexed by mod_time and not by
 // time_start (24.11+). slurmdbd sets mod_time when it rolls an hour up,
@@ -73,7 +77,7 @@ const sqlColumns = "SELECT table_name, column_name FROM information_schema.colum
 func (l Layout) hoursByModTime() bool { return !l.HourTimeIndex && l.HourModIndex }
 
 // sqlIndexes lists the first column of each index of a table.
-const sqlIndexes = "SELECT column_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = ? AND seq_in_index = 1"
+const sqlIndexes = "SELECT `column_name` FROM `information_schema`.`statistics` WHERE `table_schema` = DATABASE() AND `table_name` = ? AND `seq_in_index` = 1"
 
 // Layout detects the cluster's schema and fails, naming the column, when
 // one the exporter needs is missing.
@@ -81,7 +85,7 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	tables := []string{"assoc_table", "assoc_usage_hour_table", "last_ran_table", "job_table", "qos_usage_hour_table"}
 	args := []any{"acct_table", "txn_table"}
 	for _, t := range tables {
-		args = append(args, c.Name+"_"+t)
+		args = append(args, c.tableName(t))
 	}
 	cols := map[string]map[string]bool{}
 	err := c.db.query(ctx, "reading information_schema.columns", sqlColumns, func(r *sql.Rows) error {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // recentHours are the hour rows at or above the watermark as last read,
@@ -15,7 +17,7 @@ import (
 // Re-reading the whole window was 18 of a steady refresh's 33 ms at 10k
 // associations (BenchmarkLoad).
 type recentHours struct {
-	rows map[hourKey]UsageRow
+	rows map[hourKey]usage.Row
 	// lastRan and readAt are the hourly rollup and the refresh moment of
 	// the last read.
 	lastRan, readAt int64
@@ -23,7 +25,7 @@ type recentHours struct {
 	// summed in map order, usage differed in its last bits from one
 	// refresh to the next and every association series was rendered
 	// again. last is the latest time_start among them.
-	list  []UsageRow
+	list  []usage.Row
 	last  int64
 	dirty bool
 	// from is the watermark they start at; newest the largest mod_time
@@ -34,7 +36,7 @@ type recentHours struct {
 }
 
 type hourKey struct {
-	Key
+	usage.Key
 	start int64
 }
 
@@ -47,18 +49,28 @@ type hourKey struct {
 // those hours are seen within RecheckHours.
 const RecheckHours = 10 * time.Minute
 
-// hours gives the hour rows in [from, to) at unix time at, reading only
-// what changed since the last call when it can.
-func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, from, to, lastRan, at int64) ([]UsageRow, error) {
-	c := r.Cluster
+// sqlChangedHours reads the hour rows with from <= time_start < to
+// written at or after a mod_time, of the TRES of condition %[2]s
+// (tresCond). Rows marked deleted stay: slurmdbd marks a removed
+// association's usage rows deleted (accounting_storage_mysql.c
+// remove_common), while slurmctld keeps that usage in the parent account
+// (22.05+ leaf_usage).
+const sqlChangedHours = "SELECT `id`, `id_tres`, `time_start`, `alloc_secs`, CAST(`mod_time` AS SIGNED) FROM `%[1]s_assoc_usage_hour_table`" +
+	" WHERE %[2]s AND `time_start` >= ? AND `time_start` < ? AND `mod_time` >= ?"
+
+// hours gives the hour rows of refresh f from the watermark (frozenTo) to
+// its end, reading only what changed since the last call when it can.
+func (r *Refresher) hours(ctx context.Context, f *refresh) ([]usage.Row, error) {
+	c, l, qos := r.Cluster, f.layout, f.qos
+	from, to, lastRan, at := f.frozenTo, f.end, f.lastRan.Hourly, f.at.Unix()
 	k := &r.recent
 	if l.QOSUsage && anyFactor(qos) {
 		// weighted by the per-QOS split: read it all, as Usage does
 		k.rows = nil
-		return c.Usage(ctx, l, qos, Hour, from, to)
+		return c.Usage(ctx, l, qos, usage.Hour, from, to)
 	}
 	if k.rows == nil || from < k.from {
-		k.rows, k.newest, k.list = map[hourKey]UsageRow{}, 0, nil
+		k.rows, k.newest, k.list = map[hourKey]usage.Row{}, 0, nil
 	} else if !l.hoursByModTime() && from == k.from && lastRan == k.lastRan && at >= k.readAt && at-k.readAt < int64(RecheckHours.Seconds()) {
 		return k.rowsBefore(to), nil
 	}
@@ -70,26 +82,20 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 		}
 	}
 	k.from = from
-	table := c.table("assoc_usage_hour_table")
 	cond, tres := c.tresCond()
-	// Rows marked deleted stay: slurmdbd marks a removed association's
-	// usage rows deleted (accounting_storage_mysql.c remove_common), while
-	// slurmctld keeps that usage in the parent account (22.05+ leaf_usage).
-	q := "SELECT id, id_tres, time_start, alloc_secs, CAST(mod_time AS SIGNED) FROM " + table +
-		" WHERE " + cond + " AND time_start >= ? AND time_start < ? AND mod_time >= ?"
 	since := k.newest
 	if l.hoursByModTime() {
 		// an hour is rolled up after it ends: lets the mod_time index
 		// bound the rows on the first read too
 		since = max(since, from)
 	}
-	err := c.db.query(ctx, "reading "+table, q, func(sr *sql.Rows) error {
-		var u UsageRow
+	err := c.db.query(ctx, "reading "+c.quoted("assoc_usage_hour_table"), c.fill(sqlChangedHours, cond), func(sr *sql.Rows) error {
+		var u usage.Row
 		var mod int64
 		if err := sr.Scan(&u.Assoc, &u.TRES, &u.Start, &u.AllocSecs, &mod); err != nil {
 			return err
 		}
-		k.rows[hourKey{Key{u.Assoc, u.TRES}, u.Start}] = u
+		k.rows[hourKey{usage.Key{Assoc: u.Assoc, TRES: u.TRES}, u.Start}] = u
 		k.dirty = true
 		k.newest = max(k.newest, mod)
 		return nil
@@ -101,11 +107,11 @@ func (r *Refresher) hours(ctx context.Context, l Layout, qos map[uint32]QOS, fro
 	return k.rowsBefore(to), nil
 }
 
-func (k *recentHours) rowsBefore(to int64) []UsageRow {
+func (k *recentHours) rowsBefore(to int64) []usage.Row {
 	if !k.dirty && k.list != nil && k.last < to {
 		return k.list
 	}
-	out := make([]UsageRow, 0, len(k.rows))
+	out := make([]usage.Row, 0, len(k.rows))
 	k.last = 0
 	for key, u := range k.rows {
 		if key.start < to {
@@ -113,7 +119,7 @@ func (k *recentHours) rowsBefore(to int64) []UsageRow {
 			k.last = max(k.last, key.start)
 		}
 	}
-	slices.SortFunc(out, func(a, b UsageRow) int {
+	slices.SortFunc(out, func(a, b usage.Row) int {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Assoc, b.Assoc), cmp.Compare(a.TRES, b.TRES))
 	})
 	// rows at to or later were left out: build again next time

@@ -2,25 +2,13 @@ package slurmdbd
 
 import (
 	"context"
-	"fmt"
-	"hash/fnv"
 	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
-
-// horizonHalfLives is how far back usage is read: 40 half-lives weigh
-// 2^-40, below a millionth of a billing-second per day of a full cluster.
-const horizonHalfLives = 40
-
-// tailHalfLives is how far back finished jobs are read for their uncharged
-// last intervals: a tail is at most one PriorityCalcPeriod of a job, and
-// 2^-10 of it is below the usage tolerance.
-const tailHalfLives = 10
 
 // DefaultReread is how much rolled-up time before the last hourly rollup a
 // refresh reads again: slurmdbd re-rolls recent hours when late records
@@ -41,14 +29,14 @@ type Snapshot struct {
 	// QOS are qos_table's live rows, by id.
 	QOS map[uint32]QOS
 	// Uncharged is finished jobs' uncharged billing usage per tree
-	// association (see Usage.Uncharged).
+	// association (see usage.Usage.Uncharged).
 	Uncharged []float64
 	// Running is the billing rate of jobs that ran in the last
-	// PriorityCalcPeriod per tree association (see Usage.Running).
+	// PriorityCalcPeriod per tree association (see usage.Usage.Running).
 	Running []float64
 	// TailRisk bounds finished jobs' uncharged tails against the phase
-	// of the passes (see Usage.TailRisk).
-	TailRisk TailRisk
+	// of the passes (see usage.Usage.TailRisk).
+	TailRisk usage.TailRisk
 	LastRan  LastRan
 	At       time.Time
 	// Full is true when the refresh read the whole history.
@@ -90,20 +78,19 @@ type Refresher struct {
 	Boot time.Time
 
 	fingerprint uint64
-	frozen      map[Key]float64
-	// frozenUncharged is finished jobs' uncharged usage per id_assoc,
+	// frozen is the frozen sums, with finished jobs' uncharged usage
 	// frozen with the rows it was taken out of.
-	frozenUncharged map[uint32]float64
-	frozenAt        float64 // the pass the frozen sums are decayed to
-	watermark       int64   // rows with time_start below it are frozen
-	lastRollup      int64
+	frozen     usage.Frozen
+	watermark  int64 // rows with time_start below it are frozen
+	lastRollup int64
 	// assocs are the association rows and tree, shared with the
 	// refreshers Seed gives the frozen sums to.
 	assocs *assocCache
-	// charged is the frozen sums charged to the tree as of frozenAt, for
-	// the Freezes and association rows (assocCache.reads) it was made at.
+	// charged is the frozen sums charged to the tree as of frozen.At,
+	// for the Freezes and association rows (assocCache.reads) it was made
+	// at.
 	charged struct {
-		c              *Charged
+		c              *usage.Charged
 		freezes, reads int
 	}
 	recent recentHours
@@ -111,7 +98,7 @@ type Refresher struct {
 	// above the watermark, as last read.
 	ended struct {
 		from, to int64
-		jobs     []Job
+		jobs     []usage.Job
 		ok       bool
 	}
 	layout   *Layout
@@ -213,261 +200,11 @@ func (r *Refresher) associations(ctx context.Context, l Layout) ([]Assoc, *Tree,
 // a large history costs seconds. Without them, or when anything differs,
 // r reads the whole history itself.
 func (r *Refresher) Seed(o *Refresher) {
-	if r.frozen != nil || o.frozen == nil {
+	if r.frozen.Usage != nil || o.frozen.Usage == nil {
 		return
 	}
 	// the same rows and tree: at 100k associations one copy is 40 MB
 	r.assocs = o.assocs
-	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup, r.frozenDBTime = o.fingerprint, o.frozenAt, o.watermark, o.lastRollup, o.frozenDBTime
-	r.frozen, r.frozenUncharged = maps.Clone(o.frozen), maps.Clone(o.frozenUncharged)
-}
-
-// Refresh rebuilds raw usage at at.
-func (r *Refresher) Refresh(ctx context.Context, at time.Time) (_ *Snapshot, err error) {
-	c := r.Cluster
-	defer func() {
-		if err != nil {
-			r.layout = nil // a schema upgrade may be why: look again
-		}
-	}()
-	// the schema changes only with a slurmdbd upgrade: reading
-	// information_schema was a tenth of a steady refresh
-	if r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt {
-		l, err := c.Layout(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r.layout, r.layoutAt = &l, at.Unix()
-	}
-	l := *r.layout
-	rows, tree, err := r.associations(ctx, l)
-	if err != nil {
-		return nil, err
-	}
-	loc := r.Location
-	if loc == nil {
-		loc = time.Local
-	}
-	lastRan, err := c.LastRan(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// Everything below reads up to the last rollup and the jobs after it:
-	// at a moment before the last rollup, the rollup as it stood then,
-	// with the jobs' time since charged up to the moment.
-	lastRan = lastRan.asOf(at.Unix(), loc)
-	qos, err := c.db.QOS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names, err := c.db.TRESNames(ctx)
-	if err != nil {
-		return nil, err
-	}
-	reread := r.Reread
-	if reread <= 0 {
-		reread = DefaultReread
-	}
-	atSec := float64(at.UnixNano()) / 1e9
-	now := r.Passes.LastPass(atSec)
-	in := UsageInputs{Rows: rows, Tree: tree, QOS: qos, LastRan: lastRan, Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES}
-	from := int64(0)
-	if r.Passes.HalfLife > 0 {
-		from = at.Unix() - int64(horizonHalfLives*r.Passes.HalfLife)
-	}
-	if !r.Since.IsZero() {
-		from = max(from, r.Since.Unix())
-		in.Since = float64(r.Since.Unix())
-	}
-	end := at.Unix() + 1
-	// Rows are read from the one that holds from: bucket() keeps the part
-	// after a reset.
-	from = max(0, from-3600)
-	watermark := max(from, lastRan.Hourly-int64(reread.Seconds()))
-
-	fp := fingerprint(l, r.Passes, r.Since, c.AllTRES)
-	full := r.frozen == nil || fp != r.fingerprint || now < r.frozenAt || lastRan.Hourly < r.lastRollup || watermark < r.watermark
-	if r.restored.at > 0 {
-		if full, err = r.checkRestored(ctx, l, fp, full); err != nil {
-			return nil, err
-		}
-	}
-	// Everything is read before the frozen sums change: a refresh that
-	// fails half-way leaves them as they were (decayed or added to twice,
-	// they would be wrong for good).
-	var problems []error
-	tails := func(usage map[Key]float64, uncharged map[uint32]float64, from, to int64) error {
-		if r.Passes.ChargeJobEnd || to <= from {
-			return nil
-		}
-		jobs, err := c.Ended(ctx, from, to)
-		if err != nil {
-			return err
-		}
-		u, unc, p := in.Tails(jobs, false)
-		problems = append(problems, p...)
-		for k, v := range u {
-			usage[k] += v
-		}
-		for id, v := range unc {
-			uncharged[id] += v
-		}
-		return nil
-	}
-	frozen, frozenUncharged, frozenTo := r.frozen, r.frozenUncharged, r.watermark
-	if full {
-		frozen, frozenUncharged, frozenTo = map[Key]float64{}, map[uint32]float64{}, from
-		if lastRan.OK {
-			hourCut, dayCut, err := r.cuts(ctx, l, from, loc)
-			if err != nil {
-				return nil, err
-			}
-			p, err := r.coldLoad(ctx, &in, frozen, l, qos, names, from, watermark, hourCut, dayCut, loc)
-			if err != nil {
-				return nil, err
-			}
-			problems = append(problems, p...)
-			frozenTo = watermark
-			// older tails weigh below 2^-tailHalfLives
-			tailFrom := from
-			if r.Passes.HalfLife > 0 {
-				tailFrom = max(from, at.Unix()-int64(tailHalfLives*r.Passes.HalfLife))
-			}
-			if err := tails(frozen, frozenUncharged, tailFrom, frozenTo); err != nil {
-				return nil, err
-			}
-		}
-	}
-	// hours that are now old enough to freeze, decayed to now
-	var newly map[Key]float64
-	var newlyUncharged map[uint32]float64
-	if lastRan.OK && watermark > frozenTo {
-		hours, err := c.Usage(ctx, l, qos, Hour, frozenTo, watermark)
-		if err != nil {
-			return nil, err
-		}
-		newly, newlyUncharged = map[Key]float64{}, map[uint32]float64{}
-		for _, u := range hours {
-			newly[Key{u.Assoc, u.TRES}] += in.bucket(u, Hour)
-		}
-		if err := tails(newly, newlyUncharged, frozenTo, watermark); err != nil {
-			return nil, err
-		}
-		frozenTo = watermark
-	}
-	if lastRan.OK {
-		if full {
-			r.recent.rows = nil
-		}
-		if in.Hours, err = r.hours(ctx, l, qos, frozenTo, end, lastRan.Hourly, at.Unix()); err != nil {
-			return nil, err
-		}
-	}
-	if in.Jobs, err = c.Jobs(ctx, max(lastRan.Hourly, from), end); err != nil {
-		return nil, err
-	}
-	if lastRan.OK {
-		// for their tails and their partial hours (retime); the same
-		// between rollups: a late job record makes slurmdbd rewind
-		// last_ran, which changes the range
-		e := &r.ended
-		if !e.ok || e.from != frozenTo || e.to != lastRan.Hourly {
-			e.ok = false
-			if e.jobs, err = c.Ended(ctx, frozenTo, lastRan.Hourly); err != nil {
-				return nil, err
-			}
-			e.from, e.to, e.ok = frozenTo, lastRan.Hourly, true
-		}
-		in.Ended = e.jobs
-	}
-
-	// Every read succeeded: change the frozen sums. They stay decayed to
-	// frozenAt until more hours freeze (RawUsage scales them to now).
-	if full {
-		r.frozen, r.frozenUncharged = frozen, frozenUncharged
-		r.FullLoads++
-	} else if newly != nil {
-		decay := math.Pow(r.Passes.D(), now-r.frozenAt)
-		for k := range r.frozen {
-			r.frozen[k] *= decay
-		}
-		for id := range r.frozenUncharged {
-			r.frozenUncharged[id] *= decay
-		}
-		for k, v := range newly {
-			r.frozen[k] += v
-		}
-		for id, v := range newlyUncharged {
-			r.frozenUncharged[id] += v
-		}
-	}
-	if full || newly != nil {
-		r.Freezes++
-		r.frozenDBTime, r.frozenAt = r.dbNow, now
-	}
-	r.fingerprint, r.lastRollup, r.watermark = fp, lastRan.Hourly, frozenTo
-	in.Base, in.BaseUncharged, in.Node, in.HoursFrom = r.frozen, r.frozenUncharged, r.assocs.node, float64(frozenTo)
-	if ch := &r.charged; ch.c == nil || ch.freezes != r.Freezes || ch.reads != r.assocs.reads {
-		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen, r.frozenUncharged, in.Node), r.Freezes, r.assocs.reads
-	}
-	in.Charged, in.BaseScale = r.charged.c, math.Pow(r.Passes.D(), now-r.frozenAt)
-	usage, rawProblems := RawUsage(in)
-	problems = append(problems, rawProblems...)
-	for i := range tree.Assocs {
-		tree.Assocs[i].RawUsage = usage.Raw[i]
-	}
-	return &Snapshot{Cluster: c.Name, Layout: l, Rows: rows, Tree: tree, TRES: usage.TRES, Uncharged: usage.Uncharged, Running: usage.Running, TailRisk: usage.TailRisk, TRESNames: names, QOS: qos, LastRan: lastRan, At: at, Full: full,
-		Problems: append(tree.Problems, problems...)}, nil
-}
-
-// cuts are where the hour and day tables start holding data after
-// PurgeUsageAfter: the start of the day of the oldest hour and of the month
-// of the oldest day (from when they hold everything since from). Hours a
-// purge left missing at the start of that day are lost.
-func (r *Refresher) cuts(ctx context.Context, l Layout, from int64, loc *time.Location) (hourCut, dayCut int64, err error) {
-	c := r.Cluster
-	hourCut, dayCut = from, from
-	if oldest, ok, err := c.Oldest(ctx, l, Hour); err != nil {
-		return 0, 0, err
-	} else if ok && oldest > from {
-		hourCut = max(from, startOf(oldest, loc, false))
-	}
-	if hourCut == from {
-		return hourCut, dayCut, nil // days matter only where hours are gone
-	}
-	if oldest, ok, err := c.Oldest(ctx, l, Day); err != nil {
-		return 0, 0, err
-	} else if ok && oldest > from {
-		dayCut = max(from, startOf(oldest, loc, true))
-	}
-	return hourCut, dayCut, nil
-}
-
-// startOf is the start of t's local day (or month).
-func startOf(t int64, loc *time.Location, month bool) int64 {
-	lt := time.Unix(t, 0).In(loc)
-	day := lt.Day()
-	if month {
-		day = 1
-	}
-	return time.Date(lt.Year(), lt.Month(), day, 0, 0, 0, 0, loc).Unix()
-}
-
-// fingerprint changes when what the frozen sums depend on changes: the
-// decay settings, the reset, the TRES read and the schema. Not the
-// associations: the sums are kept per id_assoc and charged to the tree
-// anew at every refresh (RawUsage), and a new association has no history,
-// so adding users at a 100k-association site does not mean a cold load.
-func fingerprint(l Layout, p fairshare.Passes, since time.Time, allTRES bool) uint64 {
-	h := fnv.New64a()
-	b := fmt.Appendf(nil, "%+v", l)
-	b = strconv.AppendFloat(b, p.HalfLife, 'g', -1, 64)
-	b = strconv.AppendFloat(b, p.Period, 'g', -1, 64)
-	b = strconv.AppendFloat(b, math.Mod(p.Phase, p.Period), 'g', -1, 64)
-	b = strconv.AppendBool(b, p.ChargeJobEnd)
-	b = strconv.AppendFloat(b, p.LockWait, 'g', -1, 64)
-	b = strconv.AppendInt(b, since.Unix(), 10)
-	b = strconv.AppendBool(b, allTRES)
-	h.Write(b)
-	return h.Sum64()
+	r.fingerprint, r.watermark, r.lastRollup, r.frozenDBTime = o.fingerprint, o.watermark, o.lastRollup, o.frozenDBTime
+	r.frozen = usage.Frozen{Usage: maps.Clone(o.frozen.Usage), Uncharged: maps.Clone(o.frozen.Uncharged), At: o.frozen.At}
 }

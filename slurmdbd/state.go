@@ -11,6 +11,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // A cold load of 100k associations and a year of rollups sums some 15
@@ -53,7 +55,7 @@ type savedState struct {
 	// DBTime is the database server's clock when the frozen sums were
 	// last changed: a row re-rolled after it has mod_time >= DBTime.
 	DBTime    int64
-	Frozen    map[Key]float64
+	Frozen    map[usage.Key]float64
 	Uncharged map[uint32]float64
 }
 
@@ -73,13 +75,15 @@ type dbIdentity struct {
 	FirstHour int64
 }
 
+const sqlCreated = "SELECT `creation_time` FROM `cluster_table` WHERE `name` = ?"
+
 // identity reads c's dbIdentity: two lookups through an index.
 func (c Cluster) identity(ctx context.Context, l Layout) (id dbIdentity, err error) {
-	err = c.db.query(ctx, "reading cluster_table", "SELECT creation_time FROM `cluster_table` WHERE name = ?", func(rows *sql.Rows) error {
+	err = c.db.query(ctx, "reading cluster_table", sqlCreated, func(rows *sql.Rows) error {
 		return rows.Scan(&id.Created)
 	}, c.Name)
 	if err == nil && (l.HourTimeIndex || l.HourModIndex) {
-		id.FirstHour, _, err = c.Oldest(ctx, l, Hour)
+		id.FirstHour, _, err = c.Oldest(ctx, l, usage.Hour)
 	}
 	return id, err
 }
@@ -98,7 +102,7 @@ type restoredState struct {
 // nothing before the first successful refresh.
 func (r *Refresher) SaveState(ctx context.Context, w io.Writer) error {
 	c := r.Cluster
-	if r.frozen == nil || r.layout == nil {
+	if r.frozen.Usage == nil || r.layout == nil {
 		return fmt.Errorf("cluster %s: no frozen usage to save yet", c.Name)
 	}
 	id, err := c.identity(ctx, *r.layout)
@@ -107,8 +111,8 @@ func (r *Refresher) SaveState(ctx context.Context, w io.Writer) error {
 	}
 	var body bytes.Buffer
 	err = gob.NewEncoder(&body).Encode(savedState{Cluster: c.Name, DB: id, Fingerprint: r.fingerprint,
-		FrozenAt: r.frozenAt, Watermark: r.watermark, LastRollup: r.lastRollup, DBTime: r.frozenDBTime,
-		Frozen: r.frozen, Uncharged: r.frozenUncharged})
+		FrozenAt: r.frozen.At, Watermark: r.watermark, LastRollup: r.lastRollup, DBTime: r.frozenDBTime,
+		Frozen: r.frozen.Usage, Uncharged: r.frozen.Uncharged})
 	if err != nil {
 		return err
 	}
@@ -130,7 +134,7 @@ func (r *Refresher) SaveState(ctx context.Context, w io.Writer) error {
 // and reads the whole history instead when they do not hold (Snapshot.Full
 // says so, RestoreMismatch why).
 func (r *Refresher) RestoreState(rd io.Reader, cluster string) error {
-	if r.frozen != nil {
+	if r.frozen.Usage != nil {
 		return fmt.Errorf("cluster %s: refreshed already: nothing to restore into", cluster)
 	}
 	body, err := stateBody(rd)
@@ -144,10 +148,10 @@ func (r *Refresher) RestoreState(rd io.Reader, cluster string) error {
 	if s.Cluster != cluster || s.Frozen == nil || s.DBTime <= 0 {
 		return fmt.Errorf("saved usage of cluster %q: expected cluster %q", s.Cluster, cluster)
 	}
-	r.fingerprint, r.frozenAt, r.watermark, r.lastRollup = s.Fingerprint, s.FrozenAt, s.Watermark, s.LastRollup
-	r.frozen, r.frozenUncharged, r.restored = s.Frozen, s.Uncharged, restoredState{at: s.DBTime, db: s.DB}
-	if r.frozenUncharged == nil {
-		r.frozenUncharged = map[uint32]float64{}
+	r.fingerprint, r.watermark, r.lastRollup = s.Fingerprint, s.Watermark, s.LastRollup
+	r.frozen, r.restored = usage.Frozen{Usage: s.Frozen, Uncharged: s.Uncharged, At: s.FrozenAt}, restoredState{at: s.DBTime, db: s.DB}
+	if r.frozen.Uncharged == nil {
+		r.frozen.Uncharged = map[uint32]float64{}
 	}
 	return nil
 }
@@ -223,7 +227,7 @@ func (r *Refresher) checkRestored(ctx context.Context, l Layout, fp uint64, full
 	}
 	r.restored = restoredState{mismatch: strings.Join(why, "; ")}
 	if len(why) > 0 {
-		r.frozen, r.frozenUncharged = nil, nil
+		r.frozen = usage.Frozen{}
 	}
 	return len(why) > 0, nil
 }
@@ -239,6 +243,15 @@ func (r *Refresher) RestoreMismatch() string {
 	return why
 }
 
+// The hour rows written since a database time below the watermark (args:
+// since, watermark), through the mod_time index (24.11+); and the rows of
+// a span below it, with how many were written since (args: since, the
+// span), through the time_start index (up to 23.02).
+const (
+	sqlRerolledByMod  = "SELECT COUNT(*) FROM `%[1]s_assoc_usage_hour_table` WHERE `mod_time` >= ? AND `time_start` < ?"
+	sqlRerolledByTime = "SELECT COUNT(*), COALESCE(SUM(`mod_time` >= ?), 0) FROM `%[1]s_assoc_usage_hour_table` WHERE `time_start` >= ? AND `time_start` < ?"
+)
+
 // rerolled says whether slurmdbd rewrote hours below the watermark since
 // the database time since. 24.11+ finds the rows written since through the
 // mod_time index. Up to 23.02 only time_start is indexed: the hour below
@@ -249,17 +262,17 @@ func (r *Refresher) RestoreMismatch() string {
 // counts as rewritten.
 func (r *Refresher) rerolled(ctx context.Context, l Layout, since int64) (bool, error) {
 	c := r.Cluster
-	table := c.table("assoc_usage_hour_table")
+	table := c.quoted("assoc_usage_hour_table")
 	if l.hoursByModTime() {
 		var newer int64
-		err := c.db.query(ctx, "reading "+table, "SELECT COUNT(*) FROM "+table+" WHERE mod_time >= ? AND time_start < ?", func(rows *sql.Rows) error {
+		err := c.db.query(ctx, "reading "+table, c.fill(sqlRerolledByMod), func(rows *sql.Rows) error {
 			return rows.Scan(&newer)
 		}, since, r.watermark)
 		return newer > 0, err
 	}
 	for _, span := range []int64{3600, 86400} {
 		var n, newer int64
-		err := c.db.query(ctx, "reading "+table, "SELECT COUNT(*), COALESCE(SUM(mod_time >= ?), 0) FROM "+table+" WHERE time_start >= ? AND time_start < ?", func(rows *sql.Rows) error {
+		err := c.db.query(ctx, "reading "+table, c.fill(sqlRerolledByTime), func(rows *sql.Rows) error {
 			return rows.Scan(&n, &newer)
 		}, since, r.watermark-span, r.watermark)
 		if err != nil || n > 0 {

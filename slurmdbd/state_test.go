@@ -136,8 +136,8 @@ func TestRestoreState(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if full, err := r.checkRestored(ctx, l, r.fingerprint, false); err != nil || !full || r.frozen != nil {
-					t.Errorf("restored into another database: checked full %v, %v, sums kept %v", full, err, r.frozen != nil)
+				if full, err := r.checkRestored(ctx, l, r.fingerprint, false); err != nil || !full || r.frozen.Usage != nil {
+					t.Errorf("restored into another database: checked full %v, %v, sums kept %v", full, err, r.frozen.Usage != nil)
 				}
 			}
 

@@ -4,33 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // TRESBilling is the id of the billing TRES (tres_table static ids:
-// cpu=1, mem=2, energy=3, node=4, billing=5).
-const TRESBilling = 5
-
-// Finished jobs' uncharged tails depend on the moment of slurmctld's decay
-// passes: where it is unknown, so are they. These sums bound that, kept
-// like usage per id_assoc under ids no TRES has, so that they decay,
-// freeze and are saved with it; the rebuild takes them out of its TRES
-// (Usage.TailRisk):
-//   - tresTailRate: Σ billing·d^(At−end), what a tail one second longer
-//     or shorter moves;
-//   - tresTailMost: Σ billing·min(PriorityCalcPeriod, duration)·d^(At−end),
-//     the whole tail each job could have;
-//   - tresTailLost: Σ billing·(its last interval)·d^(At−end) over the jobs
-//     that ended within Passes.LockWait after a pass, which that pass may
-//     have found ended and not charged (fairshare.Passes.LockWait).
-const (
-	tresTailRate = math.MaxUint32 - iota
-	tresTailMost
-	tresTailLost
-)
+// cpu=1, mem=2, energy=3, node=4, billing=5), fairshare's input.
+const TRESBilling = usage.TRESBilling
 
 // LastRan is <cluster>_last_ran_table: the end of the last rolled-up hour,
 // day and month (unix seconds). OK is false before a cluster's first
@@ -40,11 +22,12 @@ type LastRan struct {
 	OK                     bool
 }
 
+const sqlLastRan = "SELECT `hourly_rollup`, `daily_rollup`, `monthly_rollup` FROM `%[1]s_last_ran_table` LIMIT 1"
+
 // LastRan reads when slurmdbd last rolled usage up.
 func (c Cluster) LastRan(ctx context.Context) (LastRan, error) {
 	var l LastRan
-	q := "SELECT hourly_rollup, daily_rollup, monthly_rollup FROM " + c.table("last_ran_table") + " LIMIT 1"
-	err := c.db.query(ctx, "reading "+c.Name+"_last_ran_table", q, func(r *sql.Rows) error {
+	err := c.db.query(ctx, "reading "+c.tableName("last_ran_table"), c.fill(sqlLastRan), func(r *sql.Rows) error {
 		l.OK = true
 		return r.Scan(&l.Hourly, &l.Daily, &l.Monthly)
 	})
@@ -63,9 +46,9 @@ func (c Cluster) LastRan(ctx context.Context) (LastRan, error) {
 // that period's rows hold what the last rollup knew, all of the period,
 // so they are not counted; the jobs are.
 func (l LastRan) asOf(t int64, loc *time.Location) LastRan {
-	l.Hourly = min(hourStart(l.Hourly, loc), hourStart(t, loc))
-	l.Daily = min(startOf(l.Daily, loc, false), startOf(t, loc, false))
-	l.Monthly = min(startOf(l.Monthly, loc, true), startOf(t, loc, true))
+	l.Hourly = min(usage.Hour.Start(l.Hourly, loc), usage.Hour.Start(t, loc))
+	l.Daily = min(usage.Day.Start(l.Daily, loc), usage.Day.Start(t, loc))
+	l.Monthly = min(usage.Month.Start(l.Monthly, loc), usage.Month.Start(t, loc))
 	return l
 }
 
@@ -77,7 +60,7 @@ type QOS struct {
 	Priority    uint32
 }
 
-const sqlQOS = "SELECT id, name, usage_factor, priority FROM `qos_table` WHERE deleted = 0"
+const sqlQOS = "SELECT `id`, `name`, `usage_factor`, `priority` FROM `qos_table` WHERE `deleted` = 0"
 
 // QOS reads the live QOS with their UsageFactor.
 func (d *DB) QOS(ctx context.Context) (map[uint32]QOS, error) {
@@ -97,77 +80,13 @@ func (d *DB) QOS(ctx context.Context) (map[uint32]QOS, error) {
 	return out, err
 }
 
-// TRESEnergy is counted in joules, not TRES-seconds: slurmctld leaves it
-// out of decayed usage and so does the exporter.
-const TRESEnergy = 3
-
-// UsageRow is one row of a rollup table: alloc_secs of one TRES.
-type UsageRow struct {
-	Assoc     uint32
-	TRES      uint32
-	Start     int64 // time_start
-	AllocSecs float64
-}
-
-// Key is an association's usage of one TRES.
-type Key struct {
-	Assoc uint32
-	TRES  uint32
-}
-
-// Period names a rollup table.
-type Period string
-
-const (
-	Hour  Period = "hour"
-	Day   Period = "day"
-	Month Period = "month"
-)
-
-// Usage reads alloc_secs of billing (with AllTRES every TRES but energy) from
-// <cluster>_assoc_usage_<period>_table with from <= time_start < to. The
-// rollups do not apply QOS UsageFactor; where the layout has the 24.11+
-// <cluster>_qos_usage_<period>_table and some QOS has a factor other than
-// 1, rows with a per-QOS split there are weighted by it.
-func (c Cluster) Usage(ctx context.Context, l Layout, qos map[uint32]QOS, p Period, from, to int64) ([]UsageRow, error) {
-	extra := ""
-	if p == Hour && l.hoursByModTime() {
-		// the same rows, found by index
-		extra = " AND mod_time >= " + strconv.FormatInt(from, 10)
+// usageFactors is the QOS UsageFactor by id, as usage takes them.
+func usageFactors(qos map[uint32]QOS) map[uint32]float64 {
+	out := make(map[uint32]float64, len(qos))
+	for id, q := range qos {
+		out[id] = q.UsageFactor
 	}
-	rows, err := c.usage(ctx, "assoc_usage_"+string(p)+"_table", "0", from, to, extra)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]UsageRow, len(rows))
-	for i, u := range rows {
-		out[i] = u.UsageRow
-	}
-	if !l.QOSUsage || !anyFactor(qos) {
-		return out, nil
-	}
-	split, err := c.usage(ctx, "qos_usage_"+string(p)+"_table", "id_alt", from, to, "")
-	if err != nil {
-		return nil, err
-	}
-	type at struct {
-		Key
-		start int64
-	}
-	weighted := map[at]float64{}
-	for _, u := range split {
-		f := 1.0
-		if q, ok := qos[u.qos]; ok && q.UsageFactor >= 0 {
-			f = q.UsageFactor
-		}
-		weighted[at{Key{u.Assoc, u.TRES}, u.Start}] += u.AllocSecs * f
-	}
-	for i, u := range out {
-		if v, ok := weighted[at{Key{u.Assoc, u.TRES}, u.Start}]; ok {
-			out[i].AllocSecs = v
-		}
-	}
-	return out, nil
+	return out
 }
 
 func anyFactor(qos map[uint32]QOS) bool {
@@ -179,20 +98,68 @@ func anyFactor(qos map[uint32]QOS) bool {
 	return false
 }
 
-type qosRow struct {
-	UsageRow
-	qos uint32
+// rollupTable is the name part of a period's rollup tables: hour, day or
+// month.
+func rollupTable(p usage.Period) (string, error) {
+	switch p {
+	case usage.Hour, usage.Day, usage.Month:
+		return string(p), nil
+	}
+	return "", fmt.Errorf("rollup period %q: expected hour, day or month", p)
 }
 
-func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int64, extra string) ([]qosRow, error) {
-	table := c.table(suffix)
-	cond, tres := c.tresCond()
-	q := "SELECT id, " + qosCol + ", id_tres, time_start, alloc_secs FROM " + table +
-		" WHERE " + cond + " AND time_start >= ? AND time_start < ?" + extra
-	var out []qosRow
-	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
-		var u qosRow
-		if err := r.Scan(&u.Assoc, &u.qos, &u.TRES, &u.Start, &u.AllocSecs); err != nil {
+// The rows of a rollup table of period %[2]s (rollupTable) and TRES
+// condition %[3]s (tresCond) with from <= time_start < to, then %[4]s: a
+// further condition on the association table's rows, or nothing. The
+// per-QOS table (24.11+) has the QOS in id_alt.
+const (
+	sqlAssocUsage = "SELECT `id`, 0, `id_tres`, `time_start`, `alloc_secs` FROM `%[1]s_assoc_usage_%[2]s_table` WHERE %[3]s AND `time_start` >= ? AND `time_start` < ?%[4]s"
+	sqlQOSUsage   = "SELECT `id`, `id_alt`, `id_tres`, `time_start`, `alloc_secs` FROM `%[1]s_qos_usage_%[2]s_table` WHERE %[3]s AND `time_start` >= ? AND `time_start` < ?"
+)
+
+// Usage reads alloc_secs of billing (with AllTRES every TRES but energy) from
+// <cluster>_assoc_usage_<period>_table with from <= time_start < to. The
+// rollups do not apply QOS UsageFactor; where the layout has the 24.11+
+// <cluster>_qos_usage_<period>_table and some QOS has a factor other than
+// 1, rows with a per-QOS split there are weighted by it.
+func (c Cluster) Usage(ctx context.Context, l Layout, qos map[uint32]QOS, p usage.Period, from, to int64) ([]usage.Row, error) {
+	period, err := rollupTable(p)
+	if err != nil {
+		return nil, err
+	}
+	extra := ""
+	if p == usage.Hour && l.hoursByModTime() {
+		// the same rows, found by index
+		extra = " AND `mod_time` >= " + strconv.FormatInt(from, 10)
+	}
+	cond, _ := c.tresCond()
+	rows, err := c.usage(ctx, "assoc_usage_"+period+"_table", c.fill(sqlAssocUsage, period, cond, extra), from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]usage.Row, len(rows))
+	for i, u := range rows {
+		out[i] = u.Row
+	}
+	if !l.QOSUsage || !anyFactor(qos) {
+		return out, nil
+	}
+	split, err := c.usage(ctx, "qos_usage_"+period+"_table", c.fill(sqlQOSUsage, period, cond), from, to)
+	if err != nil {
+		return nil, err
+	}
+	usage.WeighByQOS(out, split, usageFactors(qos))
+	return out, nil
+}
+
+// usage reads the rows of a rollup table (suffix, for messages) with
+// query q of sqlAssocUsage or sqlQOSUsage.
+func (c Cluster) usage(ctx context.Context, suffix, q string, from, to int64) ([]usage.QOSRow, error) {
+	_, tres := c.tresCond()
+	var out []usage.QOSRow
+	err := c.db.query(ctx, "reading "+c.quoted(suffix), q, func(r *sql.Rows) error {
+		var u usage.QOSRow
+		if err := r.Scan(&u.Assoc, &u.QOS, &u.TRES, &u.Start, &u.AllocSecs); err != nil {
 			return err
 		}
 		out = append(out, u)
@@ -201,23 +168,34 @@ func (c Cluster) usage(ctx context.Context, suffix, qosCol string, from, to int6
 	return out, err
 }
 
+// The earliest time_start of a rollup table of period %[2]s
+// (rollupTable), and of the hour table by mod_time (an hour is rolled up
+// after it ends).
+const (
+	sqlOldest      = "SELECT MIN(`time_start`) FROM `%[1]s_assoc_usage_%[2]s_table`"
+	sqlOldestByMod = "SELECT CAST(MIN(`mod_time`) AS SIGNED) - 3600 FROM `%[1]s_assoc_usage_hour_table`"
+)
+
 // Oldest is the earliest time_start of a rollup table (ok false if empty):
 // PurgeUsageAfter may have removed the oldest hours. It must not scan the
 // table: 22.05's hours are indexed by time_start, 24.11+'s by mod_time.
-func (c Cluster) Oldest(ctx context.Context, l Layout, p Period) (start int64, ok bool, err error) {
-	table := c.table("assoc_usage_" + string(p) + "_table")
-	q := "SELECT MIN(time_start) FROM " + table
-	if p == Hour && l.hoursByModTime() {
-		q = "SELECT CAST(MIN(mod_time) AS SIGNED) - 3600 FROM " + table
+func (c Cluster) Oldest(ctx context.Context, l Layout, p usage.Period) (start int64, ok bool, err error) {
+	period, err := rollupTable(p)
+	if err != nil {
+		return 0, false, err
+	}
+	q := c.fill(sqlOldest, period)
+	if p == usage.Hour && l.hoursByModTime() {
+		q = c.fill(sqlOldestByMod)
 	}
 	var v sql.NullInt64
-	err = c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading "+c.quoted("assoc_usage_"+period+"_table"), q, func(r *sql.Rows) error {
 		return r.Scan(&v)
 	})
 	return v.Int64, v.Valid, err
 }
 
-const sqlTRES = "SELECT id, type, name FROM `tres_table` WHERE deleted = 0"
+const sqlTRES = "SELECT `id`, `type`, `name` FROM `tres_table` WHERE `deleted` = 0"
 
 // TRESNames names the TRES ids as Slurm prints them: type, or type/name
 // (cpu, mem, billing, gres/gpu, license/matlab).
@@ -238,36 +216,32 @@ func (d *DB) TRESNames(ctx context.Context) (map[uint32]string, error) {
 	return out, err
 }
 
-// Job is what the exporter needs of a <cluster>_job_table row.
-type Job struct {
-	// Inx is job_db_inx: a uint64, since 24.11 generated with the cluster
-	// id in its top 12 bits (above 2^63 on 25.11).
-	Inx       uint64
-	Assoc     uint32
-	QOS       uint32
-	Start     int64
-	End       int64 // 0: running
-	TRESAlloc string
-}
-
-// The job_table columns Job holds (scanJob), and the jobs that ran at some
-// time in (from, to]: started before to, not ended by from (args to, from).
+// The job_table columns usage.Job holds (scanJob), and the jobs that ran
+// at some time in (from, to]: started before to, not ended by from (args
+// to, from).
 const (
-	sqlJobCols = "job_db_inx, id_assoc, id_qos, time_start, time_end, tres_alloc"
-	sqlJobsRan = " WHERE deleted = 0 AND time_start > 0 AND time_start < ? AND (time_end = 0 OR time_end > ?)"
+	sqlJobCols = "`job_db_inx`, `id_assoc`, `id_qos`, `time_start`, `time_end`, `tres_alloc`"
+	sqlJobsRan = " WHERE `deleted` = 0 AND `time_start` > 0 AND `time_start` < ? AND (`time_end` = 0 OR `time_end` > ?)"
+	sqlJobs    = "SELECT " + sqlJobCols + " FROM `%[1]s_job_table`" + sqlJobsRan
+	// sqlEnded: the jobs that ended in [from, to).
+	sqlEnded = "SELECT " + sqlJobCols + " FROM `%[1]s_job_table` WHERE `deleted` = 0 AND `time_start` > 0 AND `time_end` >= ? AND `time_end` < ?"
 )
 
 // Jobs reads the jobs that ran at some time in (from, to]: started before
 // to and not ended by from.
-func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]Job, error) {
-	table := c.table("job_table")
-	return c.jobs(ctx, table, "SELECT "+sqlJobCols+" FROM "+table+sqlJobsRan, to, from)
+func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]usage.Job, error) {
+	return c.jobs(ctx, c.fill(sqlJobs), to, from)
 }
 
-func (c Cluster) jobs(ctx context.Context, table, q string, args ...any) ([]Job, error) {
-	var out []Job
-	err := c.db.query(ctx, "reading "+table, q, func(r *sql.Rows) error {
-		var j Job
+// Ended reads the jobs that ended in [from, to).
+func (c Cluster) Ended(ctx context.Context, from, to int64) ([]usage.Job, error) {
+	return c.jobs(ctx, c.fill(sqlEnded), from, to)
+}
+
+func (c Cluster) jobs(ctx context.Context, q string, args ...any) ([]usage.Job, error) {
+	var out []usage.Job
+	err := c.db.query(ctx, "reading "+c.quoted("job_table"), q, func(r *sql.Rows) error {
+		var j usage.Job
 		if err := scanJob(r, &j); err != nil {
 			return err
 		}
@@ -279,48 +253,13 @@ func (c Cluster) jobs(ctx context.Context, table, q string, args ...any) ([]Job,
 
 // scanJob reads a row of sqlJobCols into j, then any further columns into
 // extra.
-func scanJob(r *sql.Rows, j *Job, extra ...any) error {
+func scanJob(r *sql.Rows, j *usage.Job, extra ...any) error {
 	var tres sql.NullString
 	if err := r.Scan(append([]any{&j.Inx, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres}, extra...)...); err != nil {
 		return err
 	}
 	j.TRESAlloc = tres.String
 	return nil
-}
-
-// TRESCounts parses a TRES string ("1=4,2=16000,5=4") into id and count
-// pairs; a malformed entry is an error naming it.
-func TRESCounts(s string) ([][2]uint64, error) {
-	var out [][2]uint64
-	for _, f := range strings.Split(s, ",") {
-		if f == "" {
-			continue
-		}
-		k, v, found := strings.Cut(f, "=")
-		id, err1 := strconv.ParseUint(k, 10, 32)
-		n, err2 := strconv.ParseUint(v, 10, 64)
-		if !found || err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("TRES string %q: entry %q: expected id=count", s, f)
-		}
-		out = append(out, [2]uint64{id, n})
-	}
-	return out, nil
-}
-
-// TRESCount is the count of TRES id in a TRES string ("1=4,2=16000,5=4").
-// ok is false when the id is absent. A malformed entry is an error naming
-// it.
-func TRESCount(s string, id int) (count uint64, ok bool, err error) {
-	all, err := TRESCounts(s)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, e := range all {
-		if e[0] == uint64(id) {
-			return e[1], true, nil
-		}
-	}
-	return 0, false, nil
 }
 
 // WindowUsage sums rolled-up billing usage (QOS UsageFactor applied as in
@@ -334,7 +273,7 @@ func (c Cluster) WindowUsage(ctx context.Context, end time.Time, w time.Duration
 	}
 	cur := end.Unix() / ws * ws
 	out := map[uint32][]float64{}
-	err := c.billingHours(ctx, cur-int64(n-1)*ws, end.Unix()+1, func(u UsageRow) {
+	err := c.billingHours(ctx, cur-int64(n-1)*ws, end.Unix()+1, func(u usage.Row) {
 		k := (cur - u.Start/ws*ws) / ws
 		if k < 0 || k >= int64(n) {
 			return
@@ -351,7 +290,7 @@ func (c Cluster) WindowUsage(ctx context.Context, end time.Time, w time.Duration
 
 // billingHours calls add with each hourly rollup row of billing usage
 // starting in [from, to), QOS UsageFactor applied as in Usage.
-func (c Cluster) billingHours(ctx context.Context, from, to int64, add func(UsageRow)) error {
+func (c Cluster) billingHours(ctx context.Context, from, to int64, add func(usage.Row)) error {
 	l, err := c.Layout(ctx)
 	if err != nil {
 		return err
@@ -360,7 +299,7 @@ func (c Cluster) billingHours(ctx context.Context, from, to int64, add func(Usag
 	if err != nil {
 		return err
 	}
-	rows, err := c.Usage(ctx, l, qos, Hour, from, to)
+	rows, err := c.Usage(ctx, l, qos, usage.Hour, from, to)
 	if err != nil {
 		return err
 	}
@@ -370,11 +309,4 @@ func (c Cluster) billingHours(ctx context.Context, from, to int64, add func(Usag
 		}
 	}
 	return nil
-}
-
-// Ended reads the jobs that ended in [from, to).
-func (c Cluster) Ended(ctx context.Context, from, to int64) ([]Job, error) {
-	table := c.table("job_table")
-	q := "SELECT " + sqlJobCols + " FROM " + table + " WHERE deleted = 0 AND time_start > 0 AND time_end >= ? AND time_end < ?"
-	return c.jobs(ctx, table, q, from, to)
 }

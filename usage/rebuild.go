@@ -1,4 +1,4 @@
-package slurmdbd
+package usage
 
 import (
 	"fmt"
@@ -8,18 +8,25 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
-// UsageInputs is what the database says about usage, as read by
-// Cluster.Snapshot, plus how slurmctld decays it.
-type UsageInputs struct {
-	Rows    []Assoc // every association row, deleted ones included
-	Tree    *Tree
-	Hours   []UsageRow
-	Days    []UsageRow
-	Months  []UsageRow
-	Jobs    []Job
-	QOS     map[uint32]QOS
-	LastRan LastRan
-	Passes  fairshare.Passes
+// Inputs is what the database says about usage, as read by slurmdbd's
+// Refresher, plus how slurmctld decays it.
+type Inputs struct {
+	// Assocs is the live association tree, parents first
+	// (slurmdbd.Tree.Assocs); Node maps every id_assoc, deleted ones
+	// included, to the index in Assocs of the association that carries
+	// its usage.
+	Assocs []fairshare.Association
+	Node   map[uint32]int
+	Hours  []Row
+	Days   []Row
+	Months []Row
+	Jobs   []Job
+	// UsageFactor is QOS UsageFactor by id_qos.
+	UsageFactor map[uint32]float64
+	// LastHourly is the end of the last rolled-up hour (unix seconds):
+	// rows count up to it, jobs from it on.
+	LastHourly int64
+	Passes     fairshare.Passes
 	// At is the moment to rebuild raw usage for (unix seconds).
 	At float64
 	// Since cuts history (PriorityUsageResetPeriod's last reset; 0: none).
@@ -27,32 +34,27 @@ type UsageInputs struct {
 	// Location is the time zone slurmdbd rolls days and months up in.
 	Location *time.Location
 	// Base is usage already decayed to At per id_assoc and TRES (a
-	// Refresher's frozen sums), added as it is.
-	Base map[Key]float64
+	// Refresher's frozen sums), added as it is, and the uncharged usage
+	// of older jobs.
+	Base Frozen
 	// Ended are jobs that ended in rolled-up time since HoursFrom: without
 	// Passes.ChargeJobEnd slurmctld never charged their last partial pass
 	// interval, which the rollups count; their partial hours are retimed.
-	// BaseUncharged is the uncharged usage of older jobs, already decayed
-	// to At, per id_assoc.
-	Ended         []Job
-	BaseUncharged map[uint32]float64
+	Ended []Job
 	// HoursFrom is where Hours begin: the partial hours of Jobs and Ended
 	// from it on are retimed (see retime); earlier ones are in Base.
 	HoursFrom float64
-	// AllTRES keeps every TRES's usage (Cluster.AllTRES); otherwise
-	// billing alone.
+	// AllTRES keeps every TRES's usage (slurmdbd's Cluster.AllTRES);
+	// otherwise billing alone.
 	AllTRES bool
-	// Charged, when set, stands for Base and BaseUncharged charged to the
-	// tree (Charge) as of an earlier moment, and BaseScale is the decay
-	// since: a Refresher charges its 100k frozen sums once when they
-	// change, not at every refresh (two thirds of a steady refresh's CPU).
+	// Charged, when set, stands for Base charged to the tree (Charge) as
+	// of an earlier moment, and BaseScale is the decay since: a Refresher
+	// charges its 100k frozen sums once when they change, not at every
+	// refresh (two thirds of a steady refresh's CPU).
 	Charged   *Charged
 	BaseScale float64
-	// Node maps id_assoc to the tree association that carries its usage
-	// (nil: made from Rows and Tree).
-	Node map[uint32]int
 
-	// weights is bucket's weight of one alloc_sec per rollup row start
+	// weights is Bucket's weight of one alloc_sec per rollup row start
 	// and period: every row of an hour decays alike, and a math.Pow per
 	// row was a quarter of a steady refresh's CPU at 10k associations.
 	weights map[bucketKey]float64
@@ -61,6 +63,55 @@ type UsageInputs struct {
 type bucketKey struct {
 	start int64
 	p     Period
+}
+
+// Frozen is usage kept per id_assoc and TRES, decayed to the pass At, and
+// finished jobs' uncharged usage per id_assoc: a Refresher's frozen sums,
+// which only decay forward.
+type Frozen struct {
+	Usage     map[Key]float64
+	Uncharged map[uint32]float64
+	At        float64
+}
+
+// NewFrozen is empty frozen sums decayed to at.
+func NewFrozen(at float64) Frozen {
+	return Frozen{Usage: map[Key]float64{}, Uncharged: map[uint32]float64{}, At: at}
+}
+
+// Add adds o's sums to f's (decayed to the same moment).
+func (f Frozen) Add(o Frozen) {
+	for k, v := range o.Usage {
+		f.Usage[k] += v
+	}
+	for id, v := range o.Uncharged {
+		f.Uncharged[id] += v
+	}
+}
+
+// AddRows adds each row's decayed contribution at in.At (Bucket).
+func (f Frozen) AddRows(in *Inputs, rows []Row, p Period) {
+	for _, u := range rows {
+		f.Usage[Key{u.Assoc, u.TRES}] += in.Bucket(u, p)
+	}
+}
+
+// Advance decays f to the pass now and adds newly, decayed to now already.
+func (f *Frozen) Advance(p fairshare.Passes, now float64, newly Frozen) {
+	decay := math.Pow(p.D(), now-f.At)
+	for k := range f.Usage {
+		f.Usage[k] *= decay
+	}
+	for id := range f.Uncharged {
+		f.Uncharged[id] *= decay
+	}
+	f.Add(newly)
+	f.At = now
+}
+
+// Scale is the decay from f.At to now.
+func (f Frozen) Scale(p fairshare.Passes, now float64) float64 {
+	return math.Pow(p.D(), now-f.At)
 }
 
 // Charged is usage kept per id_assoc, charged to the tree associations
@@ -73,43 +124,37 @@ type Charged struct {
 }
 
 // chargeTo adds v to TRES k.TRES of the tree association that carries
-// k.Assoc (through node), unless the TRES is not kept (AllTRES); an error
+// k.Assoc (through Node), unless the TRES is not kept (AllTRES); an error
 // when no association does.
-func (in *UsageInputs) chargeTo(tres map[uint32][]float64, node map[uint32]int, k Key, v float64, what string) error {
-	if !keepsTRES(k.TRES, in.AllTRES) {
+func (in *Inputs) chargeTo(tres map[uint32][]float64, k Key, v float64, what string) error {
+	if !KeepsTRES(k.TRES, in.AllTRES) {
 		return nil
 	}
-	i, ok := node[k.Assoc]
+	i, ok := in.Node[k.Assoc]
 	if !ok {
 		return fmt.Errorf("%s of id_assoc=%d: no live association to charge it to: left out", what, k.Assoc)
 	}
 	s := tres[k.TRES]
 	if s == nil {
-		s = make([]float64, len(in.Tree.Assocs))
+		s = make([]float64, len(in.Assocs))
 		tres[k.TRES] = s
 	}
 	s[i] += v
 	return nil
 }
 
-// keepsTRES says whether usage of a TRES is kept: billing, or with all
-// every TRES but energy (Cluster.tresCond says the same to the server).
-func keepsTRES(id uint32, all bool) bool {
-	return id != TRESEnergy && (all || id == TRESBilling || id == tresTailRate || id == tresTailMost || id == tresTailLost)
-}
-
 // Charge charges usage and uncharged usage kept per id_assoc to the tree,
-// through node (see nodes).
-func (in *UsageInputs) Charge(usage map[Key]float64, uncharged map[uint32]float64, node map[uint32]int) *Charged {
-	n := len(in.Tree.Assocs)
+// through Node.
+func (in *Inputs) Charge(f Frozen) *Charged {
+	n := len(in.Assocs)
 	c := &Charged{TRES: map[uint32][]float64{TRESBilling: make([]float64, n)}, Uncharged: make([]float64, n)}
-	for k, v := range usage {
-		if err := in.chargeTo(c.TRES, node, k, v, "usage"); err != nil {
+	for k, v := range f.Usage {
+		if err := in.chargeTo(c.TRES, k, v, "usage"); err != nil {
 			c.Problems = append(c.Problems, err)
 		}
 	}
-	for id, v := range uncharged {
-		if i, ok := node[id]; ok {
+	for id, v := range f.Uncharged {
+		if i, ok := in.Node[id]; ok {
 			c.Uncharged[i] += v
 		}
 	}
@@ -121,7 +166,7 @@ type Usage struct {
 	// Raw is billing TRES usage: slurmctld's usage_raw, fairshare's input.
 	Raw []float64
 	// TRES holds every TRES but energy by id (TRESBilling's is Raw;
-	// billing alone without UsageInputs.AllTRES):
+	// billing alone without Inputs.AllTRES):
 	// slurmctld's usage_tres_raw, which it keeps only with
 	// AccountingStorageEnforce=limits.
 	TRES map[uint32][]float64
@@ -146,118 +191,144 @@ type TailRisk struct {
 	Rate, Most, Lost []float64
 }
 
-// maxUnits bounds the units of one TRES an association can hold at once
-// (2^40: a trillion CPUs, MB or billing units); alloc_secs beyond it over
-// a whole period is a corrupt row, not usage.
-const maxUnits = 1 << 40
-
-// periodSeconds is the longest a rollup period can be (a day with a DST
-// change, a 31-day month).
-var periodSeconds = map[Period]float64{Hour: 3600, Day: 25 * 3600, Month: 31 * 86400}
-
-// RawUsage rebuilds every tree association's decayed usage at At, the way
+// Rebuild rebuilds every tree association's decayed usage at At, the way
 // slurmctld accumulates it: rolled-up alloc_secs (finest table first)
 // spread evenly over their period, plus the jobs of the time after the last
 // hourly rollup charged pass by pass with their QOS UsageFactor. Usage of a
 // removed user association stays with its account (Slurm 22.05+
-// leaf_usage); accounts and root hold the sum of their subtree. Rows that
-// cannot be placed are reported, not fatal.
-func RawUsage(in UsageInputs) (u Usage, problems []error) {
-	n := len(in.Tree.Assocs)
-	node := in.Node
-	if node == nil {
-		node = nodes(in.Rows, in.Tree)
-	}
+// leaf_usage, through Node); accounts and root hold the sum of their
+// subtree. Rows that cannot be placed are reported, not fatal.
+func Rebuild(in Inputs) (Usage, []error) {
+	b := &rebuild{in: &in}
 	base, scale := in.Charged, in.BaseScale
 	if base == nil {
-		base, scale = in.Charge(in.Base, in.BaseUncharged, node), 1
+		base, scale = in.Charge(in.Base), 1
 	}
-	problems = append(problems, base.Problems...)
-	u.TRES = make(map[uint32][]float64, len(base.TRES))
+	b.problems = append(b.problems, base.Problems...)
+	b.u.TRES = make(map[uint32][]float64, len(base.TRES))
 	for id, s := range base.TRES {
-		u.TRES[id] = scaled(s, scale)
+		b.u.TRES[id] = scaled(s, scale)
 	}
-	u.Uncharged = scaled(base.Uncharged, scale)
-	add := func(k Key, v float64, what string) {
-		if err := in.chargeTo(u.TRES, node, k, v, what); err != nil {
-			problems = append(problems, err)
-		}
+	b.u.Uncharged = scaled(base.Uncharged, scale)
+	b.rows()
+	b.jobs()
+	b.running()
+	b.ended()
+	b.sum()
+	return b.u, b.problems
+}
+
+// rebuild is Rebuild's work in progress.
+type rebuild struct {
+	in       *Inputs
+	u        Usage
+	problems []error
+}
+
+func (b *rebuild) add(k Key, v float64, what string) {
+	if err := b.in.chargeTo(b.u.TRES, k, v, what); err != nil {
+		b.problems = append(b.problems, err)
 	}
-	for _, b := range []struct {
-		rows []UsageRow
+}
+
+// rows adds the rolled-up rows, finest table first.
+func (b *rebuild) rows() {
+	for _, t := range []struct {
+		rows []Row
 		p    Period
-	}{{in.Hours, Hour}, {in.Days, Day}, {in.Months, Month}} {
-		for _, r := range b.rows {
-			what := string(b.p) + "ly usage"
-			if most := periodSeconds[b.p] * maxUnits; r.AllocSecs > most {
-				problems = append(problems, fmt.Errorf("%s of id_assoc=%d id_tres=%d time_start=%d: alloc_secs %.0f: expected at most %.0f (2^40 units for a whole %s): left out",
-					what, r.Assoc, r.TRES, r.Start, r.AllocSecs, most, b.p))
+	}{{b.in.Hours, Hour}, {b.in.Days, Day}, {b.in.Months, Month}} {
+		what := string(t.p) + "ly usage"
+		most := t.p.MostAllocSecs()
+		for _, r := range t.rows {
+			if r.AllocSecs > most {
+				b.problems = append(b.problems, fmt.Errorf("%s of id_assoc=%d id_tres=%d time_start=%d: alloc_secs %.0f: expected at most %.0f (2^40 units for a whole %s): left out",
+					what, r.Assoc, r.TRES, r.Start, r.AllocSecs, most, t.p))
 				continue
 			}
-			add(Key{r.Assoc, r.TRES}, in.bucket(r, b.p), what)
+			b.add(Key{r.Assoc, r.TRES}, b.in.Bucket(r, t.p), what)
 		}
 	}
+}
 
-	jobsFrom := max(float64(in.LastRan.Hourly), in.Since)
+// jobs charges the jobs of the time after the last hourly rollup.
+func (b *rebuild) jobs() {
+	in := b.in
+	jobsFrom := max(float64(in.LastHourly), in.Since)
 	for _, j := range in.Jobs {
-		i, ok := node[j.Assoc]
+		i, ok := in.Node[j.Assoc]
 		if !ok {
-			problems = append(problems, fmt.Errorf("job_db_inx=%d of id_assoc=%d: no live association to charge it to: left out", j.Inx, j.Assoc))
+			b.problems = append(b.problems, fmt.Errorf("job_db_inx=%d of id_assoc=%d: no live association to charge it to: left out", j.Inx, j.Assoc))
 			continue
 		}
-		per, billing, err := in.jobTRES(j)
+		per, billing, err := jobTRES(j, in.UsageFactor)
 		if err != nil {
-			problems = append(problems, err)
+			b.problems = append(b.problems, err)
 			continue
 		}
 		// Usage is linear in the count: one walk over the passes per job,
 		// plus its seconds before the rollup at their own time.
 		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, 1) + in.retime(j)
 		for _, c := range per {
-			add(Key{j.Assoc, c.id}, w*c.per, "")
+			b.add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
-		u.Uncharged[i] += in.tail(j, jobsFrom) * billing
+		b.u.Uncharged[i] += in.tail(j, jobsFrom) * billing
 		rate, most, lost := in.tailRisk(j, jobsFrom)
-		add(Key{j.Assoc, tresTailRate}, rate*billing, "")
-		add(Key{j.Assoc, tresTailMost}, most*billing, "")
-		add(Key{j.Assoc, tresTailLost}, lost*billing, "")
+		b.add(Key{j.Assoc, tresTailRate}, rate*billing, "")
+		b.add(Key{j.Assoc, tresTailMost}, most*billing, "")
+		b.add(Key{j.Assoc, tresTailLost}, lost*billing, "")
 	}
-	u.Running = make([]float64, n)
+}
+
+// running sums the billing rate of the jobs that ran in the last
+// PriorityCalcPeriod.
+func (b *rebuild) running() {
+	in := b.in
+	b.u.Running = make([]float64, len(in.Assocs))
 	for _, jobs := range [][]Job{in.Jobs, in.Ended} {
 		for _, j := range jobs {
 			if !in.ranWithinPeriod(j) {
 				continue
 			}
-			if i, ok := node[j.Assoc]; ok {
-				if _, billing, err := in.jobTRES(j); err == nil {
-					u.Running[i] += billing
+			if i, ok := in.Node[j.Assoc]; ok {
+				if _, billing, err := jobTRES(j, in.UsageFactor); err == nil {
+					b.u.Running[i] += billing
 				}
 			}
 		}
 	}
-	usage, uncharged, endedProblems := in.Tails(in.Ended, true)
-	problems = append(problems, endedProblems...)
-	for k, v := range usage {
-		add(k, v, "finished jobs' usage")
+}
+
+// ended takes the finished jobs' tails out of the rolled-up hours and
+// retimes their partial hours.
+func (b *rebuild) ended() {
+	t, problems := b.in.Tails(b.in.Ended, true)
+	b.problems = append(b.problems, problems...)
+	for k, v := range t.Usage {
+		b.add(k, v, "finished jobs' usage")
 	}
-	for id, v := range uncharged {
-		if i, ok := node[id]; ok {
-			u.Uncharged[i] += v
+	for id, v := range t.Uncharged {
+		if i, ok := b.in.Node[id]; ok {
+			b.u.Uncharged[i] += v
 		}
 	}
+}
 
+// sum clamps own usage at 0, sums subtrees and takes the tail risk out of
+// the TRES.
+func (b *rebuild) sum() {
+	u, assocs, n := &b.u, b.in.Assocs, len(b.in.Assocs)
 	for id, s := range u.TRES {
-		problems = append(problems, clampTails(s, id, in.Tree)...)
+		b.problems = append(b.problems, clampTails(s, id, assocs)...)
 	}
 	// Subtree sums: parents come first, so walk backwards.
 	for _, s := range u.TRES {
 		for i := n - 1; i > 0; i-- {
-			s[in.Tree.Assocs[i].Parent] += s[i]
+			s[assocs[i].Parent] += s[i]
 		}
 	}
 	for i := n - 1; i > 0; i-- {
-		u.Uncharged[in.Tree.Assocs[i].Parent] += u.Uncharged[i]
-		u.Running[in.Tree.Assocs[i].Parent] += u.Running[i]
+		u.Uncharged[assocs[i].Parent] += u.Uncharged[i]
+		u.Running[assocs[i].Parent] += u.Running[i]
 	}
 	u.Raw = u.TRES[TRESBilling]
 	u.TailRisk = TailRisk{Rate: u.TRES[tresTailRate], Most: u.TRES[tresTailMost], Lost: u.TRES[tresTailLost]}
@@ -270,7 +341,6 @@ func RawUsage(in UsageInputs) (u Usage, problems []error) {
 	if u.TailRisk.Lost == nil {
 		u.TailRisk.Lost = make([]float64, n)
 	}
-	return u, problems
 }
 
 // tailSlack is how far below zero (TRES-seconds) an association's own
@@ -286,13 +356,13 @@ const tailSlack = 1.0
 // cannot be below zero, and fairshare rejects it. A value below -tailSlack
 // is more than rounding: the job records and rollups disagree, and it is
 // reported.
-func clampTails(s []float64, id uint32, t *Tree) (problems []error) {
+func clampTails(s []float64, id uint32, assocs []fairshare.Association) (problems []error) {
 	for i, v := range s {
 		if v >= 0 {
 			continue
 		}
 		if v < -tailSlack {
-			a := t.Assocs[i]
+			a := assocs[i]
 			problems = append(problems, fmt.Errorf("usage of id_tres=%d of account=%q user=%q is %g after taking out finished jobs' uncharged tails: the job records and rollups disagree: counted as 0", id, a.Account, a.User, v))
 		}
 		s[i] = 0
@@ -309,15 +379,12 @@ type tresCharge struct {
 // jobTRES is what a job charges per second: each TRES count but energy
 // times its QOS UsageFactor, and billing alone (the CPUs when the job
 // recorded no billing, as slurmctld bills them).
-func (in *UsageInputs) jobTRES(j Job) (per []tresCharge, billing float64, err error) {
+func jobTRES(j Job, factors map[uint32]float64) (per []tresCharge, billing float64, err error) {
 	counts, err := TRESCounts(j.TRESAlloc)
 	if err != nil {
 		return nil, 0, fmt.Errorf("job_db_inx=%d: %w: left out", j.Inx, err)
 	}
-	uf := 1.0
-	if q, ok := in.QOS[j.QOS]; ok && q.UsageFactor >= 0 {
-		uf = q.UsageFactor
-	}
+	uf := factor(factors, j.QOS)
 	billing = -1
 	for _, c := range counts {
 		if c[0] == TRESEnergy || c[1] == 0 {
@@ -336,13 +403,22 @@ func (in *UsageInputs) jobTRES(j Job) (per []tresCharge, billing float64, err er
 	return per, billing, nil
 }
 
+// JobBilling is what a job charges per second of billing, QOS UsageFactor
+// (factors by id_qos) applied: the CPUs where the job recorded no billing,
+// as slurmctld bills them and the rebuild charges.
+func JobBilling(j Job, factors map[uint32]float64) (float64, error) {
+	_, billing, err := jobTRES(j, factors)
+	return billing, err
+}
+
 // Tails takes finished jobs' uncharged last intervals (tail) out of the
 // rolled-up usage, which counts them: the (negative) usage per id_assoc
 // and TRES, and the uncharged billing usage per id_assoc. With retimed,
 // the usage also moves their seconds in partial hours to their own time
 // (see retime).
-func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, uncharged map[uint32]float64, problems []error) {
-	usage, uncharged = map[Key]float64{}, map[uint32]float64{}
+func (in *Inputs) Tails(jobs []Job, retimed bool) (Frozen, []error) {
+	f := NewFrozen(in.At)
+	var problems []error
 	for _, j := range jobs {
 		t, r := in.tail(j, in.Since), 0.0
 		if retimed {
@@ -352,27 +428,27 @@ func (in *UsageInputs) Tails(jobs []Job, retimed bool) (usage map[Key]float64, u
 		if t == 0 && r == 0 && rate == 0 {
 			continue
 		}
-		per, billing, err := in.jobTRES(j)
+		per, billing, err := jobTRES(j, in.UsageFactor)
 		if err != nil {
 			problems = append(problems, err)
 			continue
 		}
 		for _, c := range per {
-			usage[Key{j.Assoc, c.id}] += (r - t) * c.per
+			f.Usage[Key{j.Assoc, c.id}] += (r - t) * c.per
 		}
 		if t != 0 {
-			uncharged[j.Assoc] += t * billing
+			f.Uncharged[j.Assoc] += t * billing
 		}
-		usage[Key{j.Assoc, tresTailRate}] += rate * billing
-		usage[Key{j.Assoc, tresTailMost}] += most * billing
-		usage[Key{j.Assoc, tresTailLost}] += lost * billing
+		f.Usage[Key{j.Assoc, tresTailRate}] += rate * billing
+		f.Usage[Key{j.Assoc, tresTailMost}] += most * billing
+		f.Usage[Key{j.Assoc, tresTailLost}] += lost * billing
 	}
-	return usage, uncharged, problems
+	return f, problems
 }
 
 // tailRisk is j's part of TailRisk per unit of billing (0 for a running
 // job, or when slurmctld charges the tail at the job's end).
-func (in *UsageInputs) tailRisk(j Job, from float64) (rate, most, lost float64) {
+func (in *Inputs) tailRisk(j Job, from float64) (rate, most, lost float64) {
 	if in.Passes.ChargeJobEnd || j.End == 0 {
 		return 0, 0, 0
 	}
@@ -393,7 +469,7 @@ func (in *UsageInputs) tailRisk(j Job, from float64) (rate, most, lost float64) 
 }
 
 // ranWithinPeriod: j ran at some time in the PriorityCalcPeriod up to At.
-func (in *UsageInputs) ranWithinPeriod(j Job) bool {
+func (in *Inputs) ranWithinPeriod(j Job) bool {
 	return j.Start > 0 && float64(j.Start) < in.At && (j.End == 0 || float64(j.End) > in.At-in.Passes.Period)
 }
 
@@ -401,7 +477,7 @@ func (in *UsageInputs) ranWithinPeriod(j Job) bool {
 // of a finished job: from the last pass before its end (or its start,
 // whichever is later, but not before from) to its end, unless
 // AccountingStorageEnforce=limits charges it at the end.
-func (in *UsageInputs) tail(j Job, from float64) float64 {
+func (in *Inputs) tail(j Job, from float64) float64 {
 	if in.Passes.ChargeJobEnd || j.End == 0 {
 		return 0
 	}
@@ -410,14 +486,14 @@ func (in *UsageInputs) tail(j Job, from float64) float64 {
 	return in.Passes.BucketUsage(start, end, in.At, end-start)
 }
 
-// bucket is a rollup row's decayed contribution at At: spread evenly over
+// Bucket is a rollup row's decayed contribution at At: spread evenly over
 // its hour, day or month (local days and months, as slurmdbd rolls them),
 // cut at the last hourly rollup and at the last reset.
-func (in *UsageInputs) bucket(u UsageRow, p Period) float64 {
+func (in *Inputs) Bucket(u Row, p Period) float64 {
 	return u.AllocSecs * in.cachedWeight(u.Start, p)
 }
 
-func (in *UsageInputs) cachedWeight(start int64, p Period) float64 {
+func (in *Inputs) cachedWeight(start int64, p Period) float64 {
 	k := bucketKey{start, p}
 	w, ok := in.weights[k]
 	if !ok {
@@ -439,18 +515,18 @@ func (in *UsageInputs) cachedWeight(start int64, p Period) float64 {
 // than slurmctld charged (TestRetimedPartialHours). Hours before
 // HoursFrom are frozen as spread: by then the difference is at most
 // 0.35·3600/HalfLife of an hour's usage, decayed by the six hours of
-// DefaultReread.
-func (in *UsageInputs) retime(j Job) float64 {
-	start, end := float64(j.Start), float64(in.LastRan.Hourly)
+// slurmdbd.DefaultReread.
+func (in *Inputs) retime(j Job) float64 {
+	start, end := float64(j.Start), float64(in.LastHourly)
 	if j.End != 0 {
 		end = min(end, float64(j.End))
 	}
 	if end <= start {
 		return 0
 	}
-	first := in.hourOf(j.Start)
+	first := Hour.Start(j.Start, in.location())
 	r := in.retimeHour(first, start, end)
-	if last := in.hourOf(int64(math.Ceil(end)) - 1); last != first {
+	if last := Hour.Start(int64(math.Ceil(end))-1, in.location()); last != first {
 		r += in.retimeHour(last, start, end)
 	}
 	return r
@@ -458,11 +534,11 @@ func (in *UsageInputs) retime(j Job) float64 {
 
 // retimeHour is retime for the part of [start, end) in the rolled-up hour
 // beginning at h.
-func (in *UsageInputs) retimeHour(h int64, start, end float64) float64 {
+func (in *Inputs) retimeHour(h int64, start, end float64) float64 {
 	if float64(h) < in.HoursFrom {
 		return 0
 	}
-	from, to := max(start, float64(h)), min(end, float64(h)+3600, float64(in.LastRan.Hourly))
+	from, to := max(start, float64(h)), min(end, float64(h)+3600, float64(in.LastHourly))
 	if to <= from {
 		return 0
 	}
@@ -473,32 +549,12 @@ func (in *UsageInputs) retimeHour(h int64, start, end float64) float64 {
 	return own - (to-from)*in.cachedWeight(h, Hour)
 }
 
-// hourOf is hourStart in in.Location.
-func (in *UsageInputs) hourOf(t int64) int64 {
-	loc := in.Location
-	if loc == nil {
-		loc = time.Local
+// location is Location, the local zone where none is given.
+func (in *Inputs) location() *time.Location {
+	if in.Location == nil {
+		return time.Local
 	}
-	return hourStart(t, loc)
-}
-
-// hourStart is the start of the local hour holding t, as slurmdbd rolls
-// hours (a zone may be half an hour off UTC).
-func hourStart(t int64, loc *time.Location) int64 {
-	_, off := time.Unix(t, 0).In(loc).Zone()
-	return t - ((t+int64(off))%3600+3600)%3600
-}
-
-// periodEnd is the end of the hour, local day or local month starting at
-// start.
-func periodEnd(start int64, p Period, loc *time.Location) int64 {
-	switch p {
-	case Day:
-		return time.Unix(start, 0).In(loc).AddDate(0, 0, 1).Unix()
-	case Month:
-		return time.Unix(start, 0).In(loc).AddDate(0, 1, 0).Unix()
-	}
-	return start + 3600
+	return in.Location
 }
 
 // weight is what one alloc_sec of a row starting at start weighs at At
@@ -506,55 +562,14 @@ func periodEnd(start int64, p Period, loc *time.Location) int64 {
 // its period, of which only the part after the reset and before the last
 // rollup counts. A rolled-up period has ended by the last rollup, but not
 // by the moment of check --at, whose last rollup is as of then
-// (LastRan.asOf).
-func (in *UsageInputs) weight(start int64, p Period) float64 {
-	loc := in.Location
-	if loc == nil {
-		loc = time.Local
-	}
-	from, to := float64(start), float64(periodEnd(start, p, loc))
-	lo, hi := max(from, in.Since), min(to, float64(in.LastRan.Hourly))
+// (slurmdbd's LastRan.asOf).
+func (in *Inputs) weight(start int64, p Period) float64 {
+	from, to := float64(start), float64(p.End(start, in.location()))
+	lo, hi := max(from, in.Since), min(to, float64(in.LastHourly))
 	if hi <= lo {
 		return 0
 	}
 	return in.Passes.BucketUsage(lo, hi, in.At, (hi-lo)/(to-from))
-}
-
-// nodes maps id_assoc to the tree association that carries its usage:
-// itself when live, its account for a removed user, the nearest live
-// ancestor account for a removed account.
-func nodes(rows []Assoc, t *Tree) map[uint32]int {
-	node := make(map[uint32]int, len(rows))
-	account := map[string]int{}
-	for i, r := range t.Row {
-		node[rows[r].ID] = i
-		if rows[r].User == "" {
-			account[rows[r].Account] = i
-		}
-	}
-	parentOf := map[string]string{}
-	for _, r := range rows {
-		if r.User == "" {
-			parentOf[r.Account] = r.ParentAccount
-		}
-	}
-	for _, r := range rows {
-		if _, ok := node[r.ID]; ok {
-			continue
-		}
-		name := r.Account
-		if r.User == "" {
-			name = r.ParentAccount
-		}
-		for hops := 0; name != "" && hops < 64; hops++ {
-			if i, ok := account[name]; ok {
-				node[r.ID] = i
-				break
-			}
-			name = parentOf[name]
-		}
-	}
-	return node
 }
 
 func scaled(s []float64, k float64) []float64 {

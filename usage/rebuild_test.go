@@ -1,4 +1,4 @@
-package slurmdbd
+package usage
 
 import (
 	"maps"
@@ -12,25 +12,18 @@ import (
 )
 
 func TestRawUsage(t *testing.T) {
-	rows := []Assoc{
-		{ID: 1, Account: "root"},
-		{ID: 2, Account: "a", ParentAccount: "root", Shares: 1},
-		{ID: 3, Account: "a", User: "u1", Shares: 1},
-		{ID: 4, Account: "a", User: "gone", Shares: 1, Deleted: true},         // removed user: usage stays on a
-		{ID: 5, Account: "old", ParentAccount: "a", Shares: 1, Deleted: true}, // removed account
-		{ID: 6, Account: "old", User: "u3", Shares: 1, Deleted: true},
-	}
-	tree, err := BuildTree(rows)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// root, a and its user u1 (id_assoc 1, 2, 3); removed ones carried
+	// by a: user gone (4) of a, account old (5) under a and its user u3
+	// (6), as slurmdbd's nodes maps them (TestNodes)
+	assocs := []fairshare.Association{{Account: "root", Parent: -1}, {Account: "a", Parent: 0, Shares: 1}, {Account: "a", User: "u1", Parent: 1, Shares: 1}}
+	node := map[uint32]int{1: 0, 2: 1, 3: 2, 4: 1, 5: 1, 6: 1}
 	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 0}
 	const hour = 7200.0
 	at := 3*3600.0 + 600
-	in := UsageInputs{
-		Rows: rows, Tree: tree, Passes: p, At: at,
-		LastRan: LastRan{Hourly: 3 * 3600, OK: true},
-		Hours: []UsageRow{
+	in := Inputs{
+		Assocs: assocs, Node: node, Passes: p, At: at,
+		LastHourly: 3 * 3600,
+		Hours: []Row{
 			{Assoc: 3, TRES: 5, Start: 7200, AllocSecs: 3600 * 4},
 			{Assoc: 3, TRES: 1, Start: 7200, AllocSecs: 3600 * 2},
 			{Assoc: 3, TRES: 2, Start: 7200, AllocSecs: 100 * 1000}, // job 1's mem
@@ -43,10 +36,10 @@ func TestRawUsage(t *testing.T) {
 			{Inx: 2, Assoc: 3, QOS: 2, Start: 3*3600 + 60, End: 3*3600 + 400, TRESAlloc: "1=2"}, // no billing: CPUs
 			{Inx: 3, Assoc: 3, QOS: 1, Start: 3*3600 + 60, TRESAlloc: "5=x"},
 		},
-		QOS:     map[uint32]QOS{1: {ID: 1, UsageFactor: 1}, 2: {ID: 2, UsageFactor: 0.5}},
-		AllTRES: true,
+		UsageFactor: map[uint32]float64{1: 1, 2: 0.5},
+		AllTRES:     true,
 	}
-	usage, problems := RawUsage(in)
+	usage, problems := Rebuild(in)
 	raw := usage.Raw
 	// Job 1's 100 s before the rollup are in the hour's row, at their own
 	// time (retime); the rest of the row is spread over the hour.
@@ -74,7 +67,7 @@ func TestRawUsage(t *testing.T) {
 	}
 	// Without AllTRES billing alone is kept, and it is the same.
 	in.AllTRES = false
-	if billing, _ := RawUsage(in); len(billing.TRES) != 1 || !slices.Equal(billing.Raw, raw) {
+	if billing, _ := Rebuild(in); len(billing.TRES) != 1 || !slices.Equal(billing.Raw, raw) {
 		t.Errorf("billing alone: TRES %v, raw %v, want only billing and raw %v", slices.Collect(maps.Keys(billing.TRES)), billing.Raw, raw)
 	}
 	all := ""
@@ -88,7 +81,7 @@ func TestRawUsage(t *testing.T) {
 	}
 	// A reset cuts history: only the part after it counts.
 	in.Since = hour + 1800
-	usage, _ = RawUsage(in)
+	usage, _ = Rebuild(in)
 	raw = usage.Raw
 	want := p.BucketUsage(hour+1800, hour+3600, at, (3600*4-800)/2) + p.BucketUsage(3*3600-100, 3*3600, at, 800) +
 		p.JobUsage(3*3600, 0, at, 8) + p.JobUsage(3*3600+60, 3*3600+400, at, 1)
@@ -133,27 +126,6 @@ func FuzzTRESCount(f *testing.F) {
 	})
 }
 
-func TestOrderAsSlurmctld(t *testing.T) {
-	// lft order from the database; idle2 (created last, before boot) comes
-	// first there, as sacctmgr inserts new siblings on the left.
-	rows := []Assoc{
-		{ID: 1, Account: "root", Created: 100},
-		{ID: 9, Account: "late2", Created: 300},
-		{ID: 3, Account: "idle2", Created: 150},
-		{ID: 8, Account: "late1", Created: 300},
-		{ID: 2, Account: "idle1", Created: 120},
-		{ID: 7, Account: "late0", Created: 250},
-	}
-	OrderAsSlurmctld(rows, time.Unix(200, 0))
-	var got []string
-	for _, r := range rows {
-		got = append(got, r.Account)
-	}
-	if want := "root idle2 idle1 late0 late1 late2"; strings.Join(got, " ") != want {
-		t.Errorf("order %v, want %s: booted ones in database order, then the rest by creation", got, want)
-	}
-}
-
 // TestUnchargedTails: without AccountingStorageEnforce=limits slurmctld
 // never charges a finished job's time after its last decay pass, which the
 // rollups count. A 20 s job inside one pass interval is charged nothing
@@ -161,17 +133,17 @@ func TestOrderAsSlurmctld(t *testing.T) {
 // partial interval. The rebuilt usage is what slurmctld charged, the
 // rest is uncharged; with limits everything is charged.
 func TestUnchargedTails(t *testing.T) {
-	rows, tree := oneUser(t)
+	assocs, node := oneUser()
 	// a 1000-day half-life: decay inside the test's hours is below 1e-5
 	p := fairshare.Passes{HalfLife: 1000 * 86400, Period: 300, Phase: 18}
 	const h = 3600
 	short := Job{Inx: 1, Assoc: 3, Start: h + 20, End: h + 40, TRESAlloc: "1=64,5=64"}  // between the passes at h+18 and h+318
 	long := Job{Inx: 2, Assoc: 3, Start: h + 1000, End: h + 1300, TRESAlloc: "1=8,5=8"} // last pass at h+1218: 82 s uncharged
-	hours := []UsageRow{{Assoc: 3, TRES: 5, Start: h, AllocSecs: 20*64 + 300*8}}
+	hours := []Row{{Assoc: 3, TRES: 5, Start: h, AllocSecs: 20*64 + 300*8}}
 	for _, limits := range []bool{false, true} {
 		p.ChargeJobEnd = limits
-		in := UsageInputs{Rows: rows, Tree: tree, Passes: p, At: 3 * h, LastRan: LastRan{Hourly: 2 * h, OK: true}, Hours: hours, Ended: []Job{short, long}}
-		u, problems := RawUsage(in)
+		in := Inputs{Assocs: assocs, Node: node, Passes: p, At: 3 * h, LastHourly: 2 * h, Hours: hours, Ended: []Job{short, long}}
+		u, problems := Rebuild(in)
 		if len(problems) > 0 {
 			t.Fatal(problems)
 		}
@@ -202,13 +174,13 @@ func TestUnchargedTails(t *testing.T) {
 // from each job's own start; with a part of an hour before HoursFrom the
 // frozen sums hold it, and it stays spread.
 func TestRetimedPartialHours(t *testing.T) {
-	rows, tree := oneUser(t)
+	assocs, node := oneUser()
 	const h = 100 * 3600
 	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 17, ChargeJobEnd: true}
 	running := Job{Inx: 1, Assoc: 3, Start: h - 240, TRESAlloc: "1=256,5=256"}         // across the rollup at h
 	ended := Job{Inx: 2, Assoc: 3, Start: h - 3000, End: h - 2900, TRESAlloc: "5=64"}  // inside the hour before
 	earlier := Job{Inx: 3, Assoc: 3, Start: h - 5000, End: h - 3000, TRESAlloc: "5=8"} // across two rolled hours
-	hours := []UsageRow{
+	hours := []Row{
 		{Assoc: 3, TRES: 5, Start: h - 3600, AllocSecs: 240*256 + 100*64 + 600*8},
 		{Assoc: 3, TRES: 5, Start: h - 7200, AllocSecs: 1400 * 8},
 	}
@@ -222,13 +194,13 @@ func TestRetimedPartialHours(t *testing.T) {
 			{0, p.JobUsage(float64(earlier.Start), float64(earlier.End), at, 8)},
 			{h - 3600, spread + p.JobUsage(h-3600, float64(earlier.End), at, 8)},
 		} {
-			in := UsageInputs{Rows: rows, Tree: tree, Passes: p, At: at, LastRan: LastRan{Hourly: h, OK: true}, Hours: hours,
+			in := Inputs{Assocs: assocs, Node: node, Passes: p, At: at, LastHourly: h, Hours: hours,
 				Jobs: []Job{running}, Ended: []Job{ended, earlier}, HoursFrom: c.from, Location: time.UTC}
 			if c.from > 0 {
 				in.Hours = hours[:1]
-				in.Base = map[Key]float64{{3, 5}: spread}
+				in.Base = Frozen{Usage: map[Key]float64{{3, 5}: spread}}
 			}
-			u, problems := RawUsage(in)
+			u, problems := Rebuild(in)
 			if len(problems) > 0 {
 				t.Fatal(problems)
 			}
@@ -247,7 +219,7 @@ func TestRetimedPartialHours(t *testing.T) {
 // TestFaultBadData), and a tail larger than the rollup is reported and
 // counted as 0.
 func TestTailsBelowZero(t *testing.T) {
-	rows, tree := oneUser(t)
+	assocs, node := oneUser()
 	p := fairshare.Passes{HalfLife: 1000 * 86400, Period: 300, Phase: 18}
 	const h = 3600
 	job := Job{Inx: 1, Assoc: 3, Start: h + 20, End: h + 40, TRESAlloc: "1=64,5=64"} // between two passes: all tail
@@ -255,9 +227,9 @@ func TestTailsBelowZero(t *testing.T) {
 		alloc   float64
 		problem bool
 	}{{20*64 - 0.02, false}, {20*64 - 100, true}} { // the hour's spread decays 1.3e-5 less than the tail
-		in := UsageInputs{Rows: rows, Tree: tree, Passes: p, At: 3 * h, LastRan: LastRan{Hourly: 2 * h, OK: true},
-			Hours: []UsageRow{{Assoc: 3, TRES: 5, Start: h, AllocSecs: c.alloc}}, Ended: []Job{job}}
-		u, problems := RawUsage(in)
+		in := Inputs{Assocs: assocs, Node: node, Passes: p, At: 3 * h, LastHourly: 2 * h,
+			Hours: []Row{{Assoc: 3, TRES: 5, Start: h, AllocSecs: c.alloc}}, Ended: []Job{job}}
+		u, problems := Rebuild(in)
 		if u.Raw[0] != 0 || u.Raw[2] != 0 {
 			t.Errorf("alloc_secs %v: raw usage %v, want 0", c.alloc, u.Raw)
 		}
@@ -268,32 +240,7 @@ func TestTailsBelowZero(t *testing.T) {
 }
 
 // oneUser is root, account a and its user u (id_assoc 1, 2, 3).
-func oneUser(t *testing.T) ([]Assoc, *Tree) {
-	t.Helper()
-	rows := []Assoc{{ID: 1, Account: "root"}, {ID: 2, Account: "a", ParentAccount: "root", Shares: 1}, {ID: 3, Account: "a", User: "u", Shares: 1}}
-	tree, err := BuildTree(rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows, tree
-}
-
-// TestInheritedPriority: a NULL priority takes the nearest ancestor's, as
-// slurmdbd hands associations to slurmctld (as_mysql_assoc.c).
-func TestInheritedPriority(t *testing.T) {
-	rows := []Assoc{
-		{ID: 1, Account: "root"},
-		{ID: 2, Account: "phys", ParentAccount: "root", Priority: 50, HasPriority: true},
-		{ID: 3, Account: "theory", ParentAccount: "phys"},
-		{ID: 4, Account: "theory", User: "alice"},
-		{ID: 5, Account: "theory", User: "bob", Priority: 7, HasPriority: true},
-		{ID: 6, Account: "chem", ParentAccount: "root"},
-		{ID: 7, Account: "chem", User: "carol"},
-		{ID: 8, Account: "gone", User: "dave"}, // no account row
-	}
-	got := InheritedPriority(rows)
-	want := []uint32{0, 50, 50, 50, 7, 0, 0, 0}
-	if !slices.Equal(got, want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
+func oneUser() ([]fairshare.Association, map[uint32]int) {
+	return []fairshare.Association{{Account: "root", Parent: -1}, {Account: "a", Parent: 0, Shares: 1}, {Account: "a", User: "u", Parent: 1, Shares: 1}},
+		map[uint32]int{1: 0, 2: 1, 3: 2}
 }

@@ -1,4 +1,4 @@
-package slurmdbd
+package usage
 
 import (
 	"math"
@@ -17,7 +17,7 @@ import (
 // not by much more; for every other job it is 0.
 func TestTailLostCoversLockWait(t *testing.T) {
 	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 17, LockWait: 2}
-	in := &UsageInputs{Passes: p}
+	in := &Inputs{Passes: p}
 	r := rand.New(rand.NewPCG(1, 2))
 	late := 0
 	for range 5000 {

@@ -1,0 +1,28 @@
+package usage
+
+import (
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
+
+// BenchmarkRebuildJobs is Rebuild's share of a steady refresh that comes
+// from jobs: 10,000 running across the last rollup and 10,000 that ended
+// in the re-read hours, on one user's association (the per-association
+// sums are measured by slurmdbd's BenchmarkLoad).
+func BenchmarkRebuildJobs(b *testing.B) {
+	assocs, node := oneUser()
+	const h = 500000 * 3600
+	in := Inputs{Assocs: assocs, Node: node, Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 17}, At: h + 1200,
+		LastHourly: h, Location: time.UTC}
+	for i := range 10000 {
+		in.Jobs = append(in.Jobs, Job{Inx: uint64(i), Assoc: 3, Start: h - int64(i%3600) - 1, TRESAlloc: "1=8,2=16000,5=8"})
+		end := h - int64(i%(6*3600)) - 1
+		in.Ended = append(in.Ended, Job{Inx: uint64(10000 + i), Assoc: 3, Start: end - 5000, End: end, TRESAlloc: "1=8,2=16000,5=8"})
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		Rebuild(in)
+	}
+}
