@@ -7,6 +7,8 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -240,5 +242,47 @@ func TestGroupsValidateOnEveryCommand(t *testing.T) {
 		if _, err := p.Parse(args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error naming %s", args, err, tc.want)
 		}
+	}
+}
+
+// maxFuncLines is the longest a non-test function may be: a reader holds
+// one step in view (issue 32 split the 15 that were longer, up to 196
+// lines, into named steps).
+const maxFuncLines = 80
+
+// TestFunctionsShort: no non-test function of the module is longer than
+// maxFuncLines, from its func line to its closing brace.
+func TestFunctionsShort(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && path != "." {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // a module of its own (dashboards/grafana)
+			}
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+					t.Errorf("%s: %s is %d lines: expected at most %d (split it into named steps)", path, fn.Name.Name, n, maxFuncLines)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
