@@ -27,7 +27,7 @@ const DepthObliviousNote = "depth_oblivious is best effort: slurmctld sums sibli
 
 // unknownPhaseNote: without the pass phase a live read cannot be placed
 // between two passes.
-const unknownPhaseNote = "phase of the decay passes unknown (no readable priority_last_decay_ran): usage is judged against one PriorityCalcPeriod of decay and running jobs' charge"
+const unknownPhaseNote = "phase of the decay passes unknown (no readable priority_last_decay_ran of the slurmctld boot running at the moment checked, and none inferred): usage is judged against one PriorityCalcPeriod of decay and running jobs' charge"
 
 // Pick is --algorithm: auto (the empty string too) is the algorithm
 // found from the input.

@@ -94,13 +94,10 @@ type PassError struct {
 	// Running is the billing rate of the jobs that ran in the last
 	// PriorityCalcPeriod, per association of DB (subtree sums).
 	Running []float64
-	// TailRate and TailMost bound finished jobs' uncharged tails, which
-	// the passes' moment decides without AccountingStorageEnforce=limits:
-	// they may be off by min(TailWindow·TailRate, TailMost) (nil: none).
-	// TailWindow is Window, or more where the jobs' passes may have
-	// fallen at another phase (before slurmctld last started).
-	TailWindow         float64
-	TailRate, TailMost []float64
+	// Tails bound finished jobs' uncharged tails, which the passes'
+	// moment decides without AccountingStorageEnforce=limits (nil:
+	// none).
+	Tails []Tails
 	// TailLost is what slurmctld may not have charged of jobs that ended
 	// just after a pass, before the pass reached them
 	// (fairshare.Passes.LockWait), per association (nil: none).
@@ -112,6 +109,16 @@ type PassError struct {
 	// moment later, so the rebuild still counts the job as running,
 	// charged up to the last pass. Its running jobs' rate times it.
 	Unrecorded float64
+}
+
+// Tails are finished jobs' uncharged tails cut at passes whose moment is
+// known to Window seconds: each association's may be off by
+// min(Window·Rate, Most) (usage.TailRisk). The tails of jobs that ended
+// since slurmctld last started were cut at passes of its schedule now,
+// whose phase is known; those before it, at a phase it no longer keeps.
+type Tails struct {
+	Window     float64
+	Rate, Most []float64
 }
 
 // FactorBounds is how far each association's factor, vals computed under
@@ -156,7 +163,7 @@ func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals
 func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 	n := t.Len()
 	raw, charge = make([]float64, n), make([]float64, n)
-	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil {
+	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil && e.Tails == nil {
 		return raw, charge
 	}
 	scale := 1.0
@@ -167,8 +174,8 @@ func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
 		if e.Running != nil {
 			charge[i] = e.Running[i] * (e.Window*scale + e.Unrecorded)
 		}
-		if e.TailRate != nil {
-			charge[i] += min(max(e.Window, e.TailWindow)*e.TailRate[i], e.TailMost[i])
+		for _, t := range e.Tails {
+			charge[i] += min(t.Window*t.Rate[i], t.Most[i])
 		}
 		if e.TailLost != nil {
 			charge[i] += e.TailLost[i]

@@ -102,7 +102,7 @@ func TestPassErrorExplainsPhase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pass := PassError{Window: period, Decay: ctld.D(), Running: running, TailRate: tailRate, TailMost: tailMost}
+		pass := PassError{Window: period, Decay: ctld.D(), Running: running, Tails: []Tails{{Window: period, Rate: tailRate, Most: tailMost}}}
 		rawErr, _ := pass.bounds(tree)
 		for i := range repRaw {
 			if d := math.Abs(repRaw[i] - dbRaw[i]); d > rawErr[i] {

@@ -93,6 +93,10 @@ type Inputs struct {
 	Phase    result.Phase
 	Running  []float64
 	TailRisk usage.TailRisk
+	// BootTails is the part of TailRisk (Rate and Most) of the jobs that
+	// ended before slurmctld's boot, whose tails were cut at another
+	// phase (nil: the boot or the phase unknown, every tail is).
+	BootTails *usage.TailRisk
 	// TRES is decayed usage per TRES name; Uncharged, Pending (has pending
 	// jobs) and MauiUsage (windowed usage fraction) may be nil.
 	TRES      map[string][]float64
@@ -355,13 +359,7 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 			w = in.Passes.Period
 		}
 	}
-	tw := w
-	if hl := in.Passes.HalfLife; in.Boot.IsZero() || hl <= 0 || in.Computed.Sub(in.Boot).Seconds() < tailHalfLives*hl {
-		// slurmctld starts its passes at a new phase when it starts: the
-		// tails of jobs that ended before then fell at another phase
-		tw = max(w, in.Passes.Period)
-	}
-	pe := drift.PassError{Window: w, TailWindow: tw, Decay: in.Passes.D(), Running: in.Running, TailRate: in.TailRisk.Rate, TailMost: in.TailRisk.Most, TailLost: in.TailRisk.Lost}
+	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
 		at := float64(in.Computed.UnixNano()) / 1e9
 		if read != nil {
@@ -372,9 +370,38 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	return pe
 }
 
-// tailHalfLives: tails older than this many half-lives weigh below 1e-6
-// of their usage.
-const tailHalfLives = 20
+// passJitter is how far a pass may fall from the schedule of its
+// slurmctld's boot. _decay_thread sleeps to absolute deadlines, each one
+// PriorityCalcPeriod after the last from the thread's start
+// (priority_multifactor.c: abs.tv_sec += priority_calc_period, the same
+// in 22.05, 24.11 and 26.05), so passes do not drift; a pass takes its
+// moment from time(NULL) on waking, a whole second that the start's
+// fraction and the wake-up's latency may carry one second further
+// (measured: docs/serve.md#pass-schedule).
+const passJitter = time.Second
+
+// tails are the finished jobs' tails by the passes that cut them: those
+// of jobs that ended since slurmctld last started at this boot's phase
+// (its uncertainty and passJitter), the others (BootTails) at any phase
+// of a period. Without the boot or the phase, every tail may be off by a
+// period.
+func (in *Inputs) tails() []drift.Tails {
+	t := in.TailRisk
+	if t.Rate == nil {
+		return nil
+	}
+	period := in.Passes.Period
+	if in.Phase.Source == result.PhaseUnknown || in.BootTails == nil {
+		return []drift.Tails{{Window: period, Rate: t.Rate, Most: t.Most}}
+	}
+	before := in.BootTails
+	after := drift.Tails{Window: (in.Phase.Uncertainty + passJitter).Seconds(), Rate: make([]float64, len(t.Rate)), Most: make([]float64, len(t.Most))}
+	for i := range t.Rate {
+		after.Rate[i] = max(0, t.Rate[i]-before.Rate[i])
+		after.Most[i] = max(0, t.Most[i]-before.Most[i])
+	}
+	return []drift.Tails{after, {Window: period, Rate: before.Rate, Most: before.Most}}
+}
 
 // factorRanges are, per association of in.Tree, the classic and Fair Tree
 // factors over every moment slurmctld's last decay pass may have fallen

@@ -16,6 +16,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // Stages of a refresh, as the stage label of the exporter's metrics.
@@ -141,6 +142,16 @@ type clusterState struct {
 	maui       []float64
 	// savedFreezes is ref.Freezes when it was last saved.
 	savedFreezes int
+	// bootTails are the tail sums per id_assoc at slurmctld's boot
+	// (bootTails), for bootKey.
+	bootTails map[uint32][2]float64
+	bootKey   bootKey
+}
+
+type bootKey struct {
+	boot   time.Time
+	passes fairshare.Passes
+	since  time.Time
 }
 
 // Conf is the priority settings last read.
@@ -258,14 +269,20 @@ func (e *Engine) Clusters(ctx context.Context) ([]string, error) {
 }
 
 // phase is what is known of the local cluster's pass phase at at: the
-// state file's, else the tracker's inference, else unknown (err says
-// why the state file was not read).
+// state file's, when it was written by the boot of slurmctld running at
+// at (stateFileFor), else the tracker's inference, else unknown (err says
+// why the state file was not used).
 func (e *Engine) phase(conf *slurmconf.Config, local bool, at time.Time) (fairshare.Passes, time.Time, result.Phase, error) {
 	stateDir := ""
 	if local {
 		stateDir = e.o.stateDir // the phase of other clusters' passes is unknown
 	}
 	passes, since, err := Decay(conf, stateDir)
+	if err == nil {
+		if err = e.stateFileFor(passes, conf, at); err != nil {
+			passes.Phase, since = 0, time.Time{}
+		}
+	}
 	phase := result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second} // last_decay_ran is whole seconds
 	if err != nil {
 		phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: conf.PriorityCalcPeriod}
@@ -284,6 +301,26 @@ func (e *Engine) phase(conf *slurmconf.Config, local bool, at time.Time) (fairsh
 		phase.Last = time.Unix(int64(passes.LastPass(float64(at.UnixNano())/1e9)), 0)
 	}
 	return passes, since, phase, err
+}
+
+// stateFileFor says why a state file whose last pass is passes.Phase does
+// not give the phase at at: slurmctld starts its passes at a new phase at
+// every start, so the file holds the phase of the boot that wrote it
+// alone. With the boot known, it must have started by at and written the
+// file; without it, the file's pass must be within a period (and a moment)
+// of at, as a live read's is: a past --at, or a file saved at another
+// moment, takes no phase from today's file. The errors name no moment
+// that moves, so that serve warns of each once (warnChanged).
+func (e *Engine) stateFileFor(passes fairshare.Passes, conf *slurmconf.Config, at time.Time) error {
+	ran := time.Unix(int64(passes.Phase), 0)
+	const moment = 5 * time.Second // a live read of sshare, then of the file
+	switch {
+	case !e.boot.IsZero() && (at.Before(e.boot) || ran.Before(e.boot)):
+		return fmt.Errorf("priority_last_decay_ran (%s) is not of the boot of slurmctld running at the moment computed (started %s)", ran.Format(time.RFC3339), e.boot.Format(time.RFC3339))
+	case e.boot.IsZero() && (ran.Sub(at) > conf.PriorityCalcPeriod+moment || at.Sub(ran) > conf.PriorityCalcPeriod+moment):
+		return fmt.Errorf("priority_last_decay_ran (%s) is more than a PriorityCalcPeriod from the moment computed and slurmctld's boot is unknown: it may be another boot's", ran.Format(time.RFC3339))
+	}
+	return nil
 }
 
 func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher, at time.Time) (*Inputs, error) {
@@ -332,14 +369,19 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		cluster:       c,
 	}
 	problems = append(problems, in.setTRES(snap)...)
+	ids := make([]uint32, len(snap.Tree.Row))
+	for i, r := range snap.Tree.Row {
+		ids[i] = snap.Rows[r].ID
+	}
+	if local && !e.boot.IsZero() && phase.Source != result.PhaseUnknown && snap.TailRisk.Rate != nil {
+		if in.BootTails, err = e.bootTails(ctx, name, c, passes, since, at, ids); err != nil {
+			problems = append(problems, "the tails of jobs that ended before slurmctld started are bounded by a whole PriorityCalcPeriod: "+err.Error())
+		}
+	}
 	e.warnChanged(name, problems)
 	in.Uncharged, in.Running, in.TailRisk = snap.Uncharged, snap.Running, snap.TailRisk
 	if snap.LastRan.OK {
 		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
-	}
-	ids := make([]uint32, len(snap.Tree.Row))
-	for i, r := range snap.Tree.Row {
-		ids[i] = snap.Rows[r].ID
 	}
 	in.assocIDs, in.tresNames, in.qos = ids, snap.TRESNames, snap.QOS
 	if conf.PriorityWeightAssoc > 0 {
@@ -350,6 +392,44 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		}
 	}
 	return in, nil
+}
+
+// tailHalfLives: the tails of jobs that ended more than this many
+// half-lives before the moment weigh below 1e-6 of their usage.
+const tailHalfLives = 20
+
+// bootTails is, per association of ids, the tail sums (usage.TailRisk's
+// Rate and Most) of the jobs that ended before slurmctld's boot, decayed
+// to at: the rebuild at the boot's sums, kept per boot and settings (one
+// cold load per boot), times d^(at-boot), which is exact for jobs that
+// ended by then.
+func (e *Engine) bootTails(ctx context.Context, name string, c slurmdbd.Cluster, passes fairshare.Passes, since, at time.Time, ids []uint32) (*usage.TailRisk, error) {
+	out := &usage.TailRisk{Rate: make([]float64, len(ids)), Most: make([]float64, len(ids))}
+	age := at.Sub(e.boot).Seconds()
+	if hl := passes.HalfLife; hl > 0 && age > tailHalfLives*hl {
+		return out, nil
+	}
+	cs := e.clusters[name]
+	key := bootKey{e.boot, passes, since}
+	key.passes.Phase = 0 // the tails' Rate and Most do not depend on it; the last pass moves every period
+	if cs.bootTails == nil || cs.bootKey != key {
+		snap, err := c.SnapshotAsCtld(ctx, e.boot, e.boot, passes, since, time.Local)
+		if err != nil {
+			return nil, err
+		}
+		cs.bootTails, cs.bootKey = map[uint32][2]float64{}, key
+		if t := snap.TailRisk; t.Rate != nil {
+			for i, r := range snap.Tree.Row {
+				cs.bootTails[snap.Rows[r].ID] = [2]float64{t.Rate[i], t.Most[i]}
+			}
+		}
+	}
+	k := math.Pow(passes.D(), max(0, age))
+	for i, id := range ids {
+		v := cs.bootTails[id]
+		out.Rate[i], out.Most[i] = v[0]*k, v[1]*k
+	}
+	return out, nil
 }
 
 // setTRES keeps the decayed usage of each TRES but billing (the usage

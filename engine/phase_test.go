@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
+)
+
+// TestStateFileOfItsBoot (issue 30): priority_last_decay_ran gives the
+// phase at a moment only if the boot of slurmctld that wrote it was
+// running then; a past --at, or a file another boot wrote, leaves the
+// phase unknown and says why, instead of taking today's phase (seen: a
+// healthy 22.05 capture flagged once a newer slurmctld had written the
+// file).
+func TestStateFileOfItsBoot(t *testing.T) {
+	dir := t.TempDir()
+	ran := time.Unix(1_800_000_000, 0)
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b, uint64(ran.Unix()))
+	if err := os.WriteFile(filepath.Join(dir, "priority_last_decay_ran"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: time.Minute, PriorityDecayHalfLife: time.Hour, PriorityUsageResetPeriod: "NONE"}
+	for _, c := range []struct {
+		name     string
+		boot, at time.Time
+		want     string
+	}{
+		{"live, boot known", ran.Add(-time.Hour), ran.Add(20 * time.Second), result.PhaseStateFile},
+		{"live, boot unknown", time.Time{}, ran.Add(20 * time.Second), result.PhaseStateFile},
+		{"a day back, boot known", ran.Add(-time.Hour), ran.Add(-24 * time.Hour), result.PhaseUnknown},
+		{"a day back, boot unknown", time.Time{}, ran.Add(-24 * time.Hour), result.PhaseUnknown},
+		{"the file of a later boot", ran.Add(time.Minute), ran.Add(2 * time.Minute), result.PhaseUnknown},
+		{"an hour after the file, boot unknown", time.Time{}, ran.Add(time.Hour), result.PhaseUnknown},
+	} {
+		e := New(conf, "", WithStateDir(dir))
+		e.boot = c.boot
+		_, _, phase, err := e.phase(conf, true, c.at)
+		if phase.Source != c.want {
+			t.Errorf("%s: phase %s, want %s", c.name, phase.Source, c.want)
+		}
+		if (c.want == result.PhaseUnknown) != (err != nil) {
+			t.Errorf("%s: error %v: expected one exactly when the file is not used", c.name, err)
+		}
+	}
+}
+
+// TestTailsByBoot (issue 30): the tails of jobs that ended since
+// slurmctld's boot are judged at the phase's uncertainty and passJitter,
+// those before it (BootTails) at a whole period; without the boot or the
+// phase, every tail at a whole period.
+func TestTailsByBoot(t *testing.T) {
+	in := &Inputs{Passes: fairshare.Passes{Period: 60}, Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second},
+		TailRisk: usage.TailRisk{Rate: []float64{10, 4}, Most: []float64{600, 240}}}
+	whole := in.tails()
+	if len(whole) != 1 || whole[0].Window != 60 {
+		t.Fatalf("boot unknown: %+v, want every tail at 60 s", whole)
+	}
+	in.BootTails = &usage.TailRisk{Rate: []float64{3, 0}, Most: []float64{180, 0}}
+	parts := in.tails()
+	if len(parts) != 2 || parts[0].Window != 2 || parts[1].Window != 60 {
+		t.Fatalf("boot known: windows %+v, want 2 s since the boot, 60 s before", parts)
+	}
+	if parts[0].Rate[0] != 7 || parts[0].Most[0] != 420 || parts[1].Rate[0] != 3 || parts[0].Rate[1] != 4 {
+		t.Errorf("split %+v", parts)
+	}
+	in.Phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: time.Minute}
+	if p := in.tails(); len(p) != 1 || p[0].Window != 60 {
+		t.Errorf("phase unknown: %+v, want every tail at 60 s", p)
+	}
+}
