@@ -14,10 +14,12 @@ TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 # record and the long soak.
 RECORDED  := TestHistoryFidelity|TestRealSlurmRollup|TestForecastAgainstSshare
 HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
-LIVE      := $(RECORDED)|$(HOST_ONLY)
+# MEASURED: live measurements that record nothing (make passes)
+MEASURED  := TestPassSchedule
+LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
 RELEASES ?= 22.05 24.11 26.05
 
-.PHONY: build test test-live record test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
+.PHONY: build test test-live record passes test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -28,9 +30,10 @@ test:
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
 
-## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), then the soak for 10 minutes: before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
+## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), then the soak for 10 minutes: before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
 test-live:
 	@$(MAKE) --no-print-directory record LOG=test-live.log || status=1; \
+	$(MAKE) --no-print-directory passes >> test-live.log 2>&1 || status=1; \
 	echo "soak on Slurm 22.05"; : > soak.log; \
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-10m} $(GO) test -count=1 -timeout 60m -v -run '^TestServeRealSlurm$$' ./e2e > soak.log 2>&1 || status=1; \
 	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; exit $${status:-0}
@@ -43,6 +46,13 @@ record:
 		echo "recording on Slurm $$r" | tee -a $(LOG); \
 		SLURMDBD_EXPORTER_RECORD=1 SLURMDBD_EXPORTER_RELEASES=$$r $(GO) test -count=1 -timeout 90m -v -run "^($$tests)\$$" ./e2e >> $(LOG) 2>&1 || status=1; \
 	done; ./scripts/recordings-readme.sh; grep -E '^(\s*--- |PASS|FAIL|ok)|^recording on' $(LOG); exit $${status:-0}
+
+## passes: how far slurmctld's decay passes fall from their boot's schedule while jobs start and end, on each of RELEASES side by side, for PASS_WATCH (docs/serve.md#pass-schedule; root)
+PASS_WATCH ?= 30m
+passes:
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
+	@SLURMDBD_EXPORTER_PASS_WATCH=$(PASS_WATCH) SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 0 -v -run '^TestPassSchedule$$' ./e2e > passes.log 2>&1; \
+	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|passes:|_test.go' passes.log; rm -f passes.log; exit $$status
 
 ## test-short: unit tests only, no real Slurm
 test-short:
