@@ -140,7 +140,7 @@ func (l *Loop) readReports(ctx context.Context, t *Tracker, out chan<- *Reading)
 			return
 		}
 		select {
-		case <-time.After(t.Next(r).Sub(time.Now())):
+		case <-time.After(time.Until(t.Next(r))):
 		case <-ctx.Done():
 			return
 		}
