@@ -126,6 +126,7 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 	if err != nil {
 		return err
 	}
+	explain.UsageBounds(exps, in)
 	if c.Forecast.On {
 		for k := range exps {
 			i := explain.TreeIndex(in.Tree, exps[k].Path[len(exps[k].Path)-1])

@@ -161,28 +161,41 @@ func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals
 // algorithms take) and |c| at most the running charge over the window,
 // decayed, and what finished jobs' tails may be off.
 func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
-	n := t.Len()
-	raw, charge = make([]float64, n), make([]float64, n)
+	parts := e.Parts(t)
+	raw, charge = make([]float64, len(parts)), make([]float64, len(parts))
+	for i, p := range parts {
+		charge[i] = p.Running + p.Unrecorded + p.Tails
+		raw[i] = p.Decay + charge[i]
+	}
+	return raw, charge
+}
+
+// Parts are, per association of t, bounds' RawUsage bound split by what
+// leaves it unknown (without sshare's truncation, the reported side's).
+func (e PassError) Parts(t *fairshare.Tree) []result.UsageBound {
+	parts := make([]result.UsageBound, t.Len())
 	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil && e.Tails == nil {
-		return raw, charge
+		return parts
 	}
 	scale := 1.0
 	if e.Decay > 0 && e.Decay < 1 {
 		scale = math.Pow(e.Decay, -e.Window)
 	}
-	for i := range n {
+	for i := range parts {
+		p := &parts[i]
 		if e.Running != nil {
-			charge[i] = e.Running[i] * (e.Window*scale + e.Unrecorded)
+			p.Running = e.Running[i] * e.Window * scale
+			p.Unrecorded = e.Running[i] * e.Unrecorded
 		}
-		for _, t := range e.Tails {
-			charge[i] += min(t.Window*t.Rate[i], t.Most[i])
+		for _, tl := range e.Tails {
+			p.Tails += min(tl.Window*tl.Rate[i], tl.Most[i])
 		}
 		if e.TailLost != nil {
-			charge[i] += e.TailLost[i]
+			p.Tails += e.TailLost[i]
 		}
-		raw[i] = t.Association(i).RawUsage*(scale-1) + charge[i]
+		p.Decay = t.Association(i).RawUsage * (scale - 1)
 	}
-	return raw, charge
+	return parts
 }
 
 // Comparison is the one definition of drift, which serve's metrics and
@@ -351,13 +364,14 @@ func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairsh
 // values follow from raw usage and are not judged.
 func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values) (repSide, dbSide []Side) {
 	tol := in.Tolerance
-	rawErr, _ := in.Pass.bounds(in.DB)
+	parts := in.Pass.Parts(in.DB)
 	factorErr := in.Pass.FactorBounds(in.DB, in.Algorithm, own, shares.UsageResolution, in.Dampening, in.TieOrderKnown)
 	dbSide, repSide = FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
 		dbSide[i].Bound = Values{NormShares: notJudged, NormUsage: notJudged, EffectiveUsage: notJudged, LevelFS: notJudged,
-			RawUsage: Num(rawErr[i]), FairShare: Num(factorErr[i])}
+			RawUsage: Num(parts[i].Total()), FairShare: Num(factorErr[i])}
+		dbSide[i].Parts = &parts[i]
 		dbSide[i].Margin = Values{FairShare: Num(tol.Factor)}
 		dbSide[i].Relative = Values{RawUsage: Num(tol.Usage)}
 	}

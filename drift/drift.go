@@ -119,6 +119,9 @@ type Entry struct {
 	// the value is not judged).
 	Allowed *Values `json:"allowed,omitempty"`
 	Bound   *Values `json:"bound,omitempty"`
+	// BoundParts is what the RawUsage bound is made of, beside a
+	// comparison with the database: why the value is uncertain.
+	BoundParts *result.UsageBound `json:"bound_parts,omitempty"`
 	// Notes say what else drifts (shares, a Fair Tree rank), or why a
 	// value is not judged.
 	Notes []string `json:"notes,omitempty"`
@@ -148,6 +151,9 @@ type Side struct {
 	// fraction of the larger of the two values compared) are the
 	// tolerance beyond the bounds.
 	Bound, Margin, Relative Values
+	// Parts is what the computed side's RawUsage bound is made of (nil:
+	// none is told).
+	Parts *result.UsageBound
 }
 
 // Summary counts entries by status and records the largest drift per
@@ -226,6 +232,11 @@ func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Sum
 			Reported: ref(rep.Values)}
 		if ci >= 0 {
 			e.Computed, e.Drift, e.Allowed, e.Bound = ref(computed[ci].Values), ref(d), ref(allowed), ref(bound)
+			if p := computed[ci].Parts; p != nil {
+				parts := *p
+				parts.Truncation = float64(rep.Bound.RawUsage)
+				e.BoundParts = &parts
+			}
 		}
 		emit(e)
 	}

@@ -110,6 +110,7 @@ func TestHistoryReplay(t *testing.T) {
 			}
 			release := strings.Split(rel, string(filepath.Separator))[1]
 			shares[release] = append(shares[release], boundShares(rep)...)
+			partsAddUp(t, rep)
 			// issue 30: a 10% loss with the state file and the boot
 			// known, a 20% loss without the state file
 			n, miss := lossesFlagged(t, l, rep, 0.1)
@@ -131,6 +132,25 @@ func TestHistoryReplay(t *testing.T) {
 	}
 	for _, m := range missed20 {
 		t.Errorf("20%% loss not flagged without the state file: %s", m)
+	}
+}
+
+// partsAddUp: every entry's bound_parts (check's JSON, issue 30) add up
+// to its RawUsage bound.
+func partsAddUp(t *testing.T, rep drift.Report) {
+	t.Helper()
+	n := 0
+	for _, e := range rep.Associations {
+		if e.Bound == nil || e.BoundParts == nil {
+			continue
+		}
+		n++
+		if b := float64(e.Bound.RawUsage); math.Abs(e.BoundParts.Total()-b) > 1e-9*max(b, 1) {
+			t.Errorf("%s/%s: bound_parts %+v add up to %v, bound %v", e.Account, e.User, *e.BoundParts, e.BoundParts.Total(), b)
+		}
+	}
+	if n == 0 {
+		t.Error("no entry with bound_parts")
 	}
 }
 

@@ -18,8 +18,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // AssocName names an association in explain's JSON.
@@ -65,6 +67,25 @@ type Explanation struct {
 	Reason       string                  `json:"reason"`
 	// Forecast is the recovery forecast (--forecast).
 	Forecast *ForecastExplanation `json:"forecast,omitempty"`
+	// UsageBound is how far the association's RawUsage may be from
+	// slurmctld's without a fault, and what makes it so (UsageBounds).
+	UsageBound *result.UsageBound `json:"usage_bound,omitempty"`
+}
+
+// UsageBounds sets each explanation's UsageBound from in, whose tree the
+// explanations' paths end in: what the moment of slurmctld's passes,
+// running jobs, unrecorded job ends and finished jobs' tails leave
+// unknown of its RawUsage (drift.PassError.Parts), and sshare's integer
+// RawUsage, as check judges it.
+func UsageBounds(exps []Explanation, in *engine.Inputs) {
+	parts := in.PassError(nil).Parts(in.Tree)
+	for k := range exps {
+		if i := TreeIndex(in.Tree, exps[k].Path[len(exps[k].Path)-1]); i >= 0 {
+			b := parts[i]
+			b.Truncation = shares.UsageResolution
+			exps[k].UsageBound = &b
+		}
+	}
 }
 
 // TreeIndex is the tree association a path's last level is.
@@ -253,6 +274,10 @@ func (x Explanation) WriteTable(w io.Writer) {
 	}
 	if c, f := x.FactorRanges["classic"], x.FactorRanges["fair_tree"]; wide(c) || wide(f) {
 		fmt.Fprintf(w, "\n%s: classic %s, fair_tree %s", x.Phase.Describe(), numRange(c), numRange(f))
+	}
+	if b := x.UsageBound; b != nil {
+		fmt.Fprintf(w, "\nraw usage may be %.0f from slurmctld's without a fault: decay %.0f, running jobs %.0f, unrecorded job ends %.0f, finished jobs' tails %.0f, sshare's truncation %.0f",
+			b.Total(), b.Decay, b.Running, b.Unrecorded, b.Tails, b.Truncation)
 	}
 	fmt.Fprintf(w, "\n%s\n\n", term(x.Reason))
 	if x.Forecast != nil {

@@ -136,6 +136,33 @@ func (p Phase) Describe() string {
 	return fmt.Sprintf("over every moment slurmctld's last decay pass may have fallen at (its phase unknown: the last %gs)", u)
 }
 
+// UsageBound is what a RawUsage bound is made of, in billing-seconds:
+// why the database's usage and slurmctld's may differ without a fault
+// (check's JSON, explain).
+type UsageBound struct {
+	// Decay is the whole usage decayed between the two pass moments the
+	// phase allows (the same factor on every association: it cancels in
+	// every ratio the factors take).
+	Decay float64 `json:"decay"`
+	// Running is the charge of the jobs that ran in the last period
+	// over that window.
+	Running float64 `json:"running_jobs"`
+	// Unrecorded is the charge of job ends slurmctld made that slurmdbd
+	// has not recorded yet (AccountingStorageEnforce=limits).
+	Unrecorded float64 `json:"unrecorded_ends"`
+	// Tails are finished jobs' uncharged tails, by the boot whose passes
+	// cut them, and those a pass's wait for the job lock lost (without
+	// limits).
+	Tails float64 `json:"tails"`
+	// Truncation is sshare's integer RawUsage.
+	Truncation float64 `json:"truncation"`
+}
+
+// Total is the bound.
+func (b UsageBound) Total() float64 {
+	return b.Decay + b.Running + b.Unrecorded + b.Tails + b.Truncation
+}
+
 // Where the phase of the decay passes comes from.
 const (
 	PhaseStateFile = "state_file" // priority_last_decay_ran
