@@ -94,6 +94,10 @@ var (
 		with("threshold")...)
 	descRecoveryComputed = desc("fairshare", "recovery_computed_timestamp_seconds", "When fairshare_recovery_seconds was last computed (unix seconds; every --forecast.interval): the values are as of then.",
 		"slurm_cluster")
+	descLosses = desc("fairshare", "usage_losses_total", "User associations whose RawUsage, as Slurm reports it, fell between two reads by more than decay and sshare's truncation explain, since the exporter started: usage lost in slurmctld (sacctmgr RawUsage=0, or state restored from an older checkpoint), seen without the database. kind: between_passes (two reads of one boot of slurmctld) or across_restart (the first read of a boot against the last of the one before).",
+		"slurm_cluster", "kind")
+	descLastLoss = desc("fairshare", "usage_loss_timestamp_seconds", "When a user association's usage loss (usage_losses_total) was read (unix seconds), for the last 20 losses.",
+		"slurm_cluster", "account", "user", "partition", "kind")
 	descRollupLag = desc("fairshare", "rollup_lag_seconds", "Seconds from the last hourly rollup (last_ran_table) to the moment the values are computed for; NaN, which never alarms, before a cluster's first rollup.",
 		"slurm_cluster")
 	descComputed = desc("fairshare", "computed_timestamp_seconds", "The moment the cluster's database values are computed for (unix seconds).",
@@ -208,7 +212,7 @@ func collectAssociations(s *result.Snapshot, extended bool, out sink) {
 func collectStatic(s *result.Snapshot, out sink) {
 	gauge := out.gauges()
 	for i := range s.Clusters {
-		collectCluster(&s.Clusters[i], gauge)
+		collectCluster(&s.Clusters[i], out)
 	}
 	for name, src := range s.Sources {
 		gauge(descUp, b2f(src.Up), name)
@@ -366,8 +370,18 @@ func subtreeRanks(as []result.Association) (lo, hi []int32) {
 	return lo, hi
 }
 
-// collectCluster sends a cluster's own series: drift, settings, times.
-func collectCluster(cl *result.Cluster, gauge gaugeFunc) {
+// collectCluster sends a cluster's own series: losses, drift, settings,
+// times.
+func collectCluster(cl *result.Cluster, out sink) {
+	gauge := out.gauges()
+	if l := cl.Losses; l != nil {
+		for _, k := range result.LossKinds {
+			out(descLosses, prometheus.CounterValue, float64(l.Counts[k]), cl.Name, k)
+		}
+		for _, x := range l.Last {
+			gauge(descLastLoss, seconds(x.At), cl.Name, x.Account, x.User, x.Partition, x.Kind)
+		}
+	}
 	for _, d := range cl.Drift {
 		gauge(descDriftMax, d.Max, cl.Name, d.Kind, d.Value)
 		gauge(descBeyond, float64(d.Beyond), cl.Name, d.Kind, d.Value)

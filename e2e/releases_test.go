@@ -15,6 +15,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestReleasesLive runs the exporter against live Slurm 24.11 (Debian
@@ -216,6 +217,11 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 	// for: 30 s, then a scrape and an evaluation; returns once it fires
 	as := prom.waitAlerts("UsageDrift firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
 	t.Logf("Prometheus after RawUsage=0: %s", alertList(as))
+	// the loss detector, which needs no database, saw it too
+	loss := series(lossesTotal, "slurm_cluster", c.Name, "kind", result.LossBetweenPasses)
+	if m, _, _ := s.scrapeUntil(5*time.Minute, 2*time.Second, func(m map[string]float64) bool { return m[loss] > 0 }); m[loss] == 0 {
+		t.Errorf("RawUsage=0 for alice: no usage loss counted (%s)", loss)
+	}
 	code, rep, stderr := checkJSON(t, c.Env(), db...)
 	flagged := notOK(rep)
 	t.Logf("check in database mode after RawUsage=0: exit %d, %+v, %v", code, rep.Summary.Counts, flagged)

@@ -159,6 +159,9 @@ func (s *served) waitLog(d time.Duration, ok func(log string) bool) bool {
 }
 
 // series names a sample: series("up", "source", "db").
+// lossesTotal is the usage loss detector's counter.
+const lossesTotal = "slurmdbd_fairshare_usage_losses_total"
+
 func series(name string, kv ...string) string {
 	type pair struct{ k, v string }
 	var ps []pair
@@ -328,6 +331,9 @@ func TestServeRealSlurm(t *testing.T) {
 		if m[up("db")] != 1 || (m[up("reported")] != 1 && !w.restarting()) {
 			t.Fatalf("while jobs run: up db %v, reported %v\n%s", m[up("db")], m[up("reported")], testenv.Tail(s.logs.Bytes()))
 		}
+		if n := m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossBetweenPasses)] + m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossAcrossRestart)]; n > 0 && !w.Lost {
+			t.Errorf("false alarm while jobs run: %v usage losses counted", n)
+		}
 		if f, u, which := driftBeyond(m, name); f+u > 0 && w.Lost {
 			t.Logf("drift after slurmctld lost its state: %v; largest drifts %v", which, maxDrift(m, name))
 		} else if f+u > 0 {
@@ -450,6 +456,7 @@ func TestServeRealSlurm(t *testing.T) {
 	}
 
 	// (b) RawUsage=0 on one user: usage drift on that user.
+	losses := m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossBetweenPasses)]
 	c.Sacctmgr("modify", "user", "where", "name=alice", "account=phys", "set", "RawUsage=0")
 	m = s.waitScrape("usage drift after RawUsage=0", 10*time.Minute, func(m map[string]float64) bool {
 		return m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")] > 0
@@ -457,6 +464,11 @@ func TestServeRealSlurm(t *testing.T) {
 	before := m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")]
 	_, _, which = driftBeyond(m, name)
 	t.Logf("RawUsage=0 for alice: %v; largest drifts %v, bounds %v; usage %v", which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name))
+	// and the loss detector, which needs no database, counts it
+	m = s.waitScrape("the usage loss counted after RawUsage=0", 5*time.Minute, func(m map[string]float64) bool {
+		return m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossBetweenPasses)] > losses &&
+			m[series("slurmdbd_fairshare_usage_loss_timestamp_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "kind", result.LossBetweenPasses)] > 0
+	})
 
 	// (c) the assoc_usage state lost over a restart: everyone's usage.
 	c.StopDaemon("slurmctld")
@@ -469,6 +481,9 @@ func TestServeRealSlurm(t *testing.T) {
 	})
 	_, _, which = driftBeyond(m, name)
 	t.Logf("assoc_usage removed: %v", which)
+	s.waitScrape("the usage loss across the restart counted", 5*time.Minute, func(m map[string]float64) bool {
+		return m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossAcrossRestart)] > 0
+	})
 	// for: 30 s, then a scrape and an evaluation
 	as = prom.waitAlerts("UsageDrift firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
 	t.Logf("Prometheus after lost usage: %s", alertList(as))

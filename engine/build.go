@@ -123,6 +123,8 @@ type Inputs struct {
 	ForecastWindow time.Duration
 	// Recovery is the last computation of ComputeRecovery (nil: none).
 	Recovery *result.Recovery
+	// Losses are the usage losses the reports showed (nil: none read).
+	Losses *result.Losses
 	// Detail asks Build for explain's detail: each factor's range over
 	// the possible pass moments (result.Association.Range,
 	// result.Job.Range) and each pending job's priority (Cluster.Jobs).
@@ -138,7 +140,7 @@ type Inputs struct {
 
 // Build computes a cluster's published values.
 func Build(in *Inputs) (result.Cluster, error) {
-	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed}
+	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses}
 	var rc *drift.Comparison
 	if in.Report != nil {
 		var err error

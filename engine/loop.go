@@ -55,6 +55,8 @@ type Loop struct {
 	// recoveries hands the recovery metric's computations back to Run's
 	// loop (nil: computed in the refresh)
 	recoveries chan recoveryResult
+	// losses are the usage losses the reports showed (usageLosses)
+	losses result.Losses
 }
 
 // served is what the loop keeps of a cluster between publishes.
@@ -82,6 +84,10 @@ func NewLoop(e *Engine, pub Publisher, s Schedule) *Loop {
 		clusterUp: map[string]bool{}, dropped: map[string]int{}}
 	if e.o.tracker != nil {
 		l.sources["reported"] = result.Source{}
+	}
+	l.losses.Counts = map[string]int{}
+	for _, k := range result.LossKinds {
+		l.losses.Counts[k] = 0
 	}
 	return l
 }
@@ -167,6 +173,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		l.e.boot = r.Boot
 	}
 	r.Out.FillMissingFactor(float64(l.e.conf.FairShareDampeningFactor))
+	l.lost(r)
 	l.report = r
 	l.source("reported", true, r.At)
 	// compare with the database's usage at the moment of the report:
@@ -183,6 +190,20 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	sv.reportDB, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, r.At, pass, &ReportMemo{}
 	sv.reportPhase = in.Phase
 	sv.reportPhase.Uncertainty = time.Duration(pass.Window * float64(time.Second))
+}
+
+// lost counts and logs the usage losses read r shows against the last
+// good read.
+func (l *Loop) lost(r *Reading) {
+	conf := l.e.conf
+	d := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
+	ls := usageLosses(l.report, r, d, conf.PriorityCalcPeriod, conf.PriorityUsageResetPeriod != "NONE")
+	for _, x := range ls {
+		l.e.o.log.Warn().Str("slurm_cluster", conf.ClusterName).Str("account", x.Account).Str("user", x.User).Str("partition", x.Partition).
+			Str("kind", x.Kind).Float64("before", x.Before).Float64("after", x.After).
+			Msg("RawUsage fell by more than decay explains: usage lost in slurmctld (RawUsage reset, or state restored from an older checkpoint)")
+	}
+	addLosses(&l.losses, ls)
 }
 
 // reportStale: there is no report, or it is too old to serve.
@@ -363,6 +384,9 @@ func (l *Loop) publish() {
 		}
 		in := *sv.last
 		in.Memo, in.Recovery = &sv.memo, sv.recovery
+		if name == l.e.conf.ClusterName && l.e.o.tracker != nil {
+			in.Losses = &result.Losses{Counts: maps.Clone(l.losses.Counts), Last: slices.Clone(l.losses.Last)}
+		}
 		if name == l.e.conf.ClusterName && rep != nil && sv.reportFor.Equal(rep.At) {
 			in.Report = rep
 			rep.DB, rep.Pass, rep.Phase, rep.Memo = sv.reportDB, sv.reportPass, sv.reportPhase, sv.reportMemo

@@ -163,6 +163,39 @@ func (b UsageBound) Total() float64 {
 	return b.Decay + b.Running + b.Unrecorded + b.Tails + b.Truncation
 }
 
+// Kinds of usage loss (Losses).
+const (
+	// LossBetweenPasses: between two reads of one boot of slurmctld.
+	LossBetweenPasses = "between_passes"
+	// LossAcrossRestart: the first read of a boot against the last of
+	// the boot before.
+	LossAcrossRestart = "across_restart"
+)
+
+// LossKinds are the kinds of loss, in the order metrics list them.
+var LossKinds = []string{LossBetweenPasses, LossAcrossRestart}
+
+// UsageLoss is an association whose RawUsage, as slurmctld reported it,
+// fell between two reads by more than decay and sshare's truncation
+// explain: usage lost (sacctmgr's RawUsage=0, a restart from an older
+// state), seen without the database.
+type UsageLoss struct {
+	AssocKey
+	Kind string
+	// At is the middle of the read that showed it; Before the usage the
+	// read before showed, decayed to At as far as decay may have taken
+	// it, and After what this read shows.
+	At            time.Time
+	Before, After float64
+}
+
+// Losses are the usage losses seen so far: counted per kind, the last
+// ones kept.
+type Losses struct {
+	Counts map[string]int
+	Last   []UsageLoss
+}
+
 // Where the phase of the decay passes comes from.
 const (
 	PhaseStateFile = "state_file" // priority_last_decay_ran
@@ -192,6 +225,9 @@ type Cluster struct {
 	Phase Phase
 	// Drift is empty when no report is fresh.
 	Drift []Drift
+	// Losses are the usage losses what Slurm reports showed (nil: no
+	// reported source, or not the cluster it reports on).
+	Losses *Losses
 	// Jobs are the pending jobs' priorities, one per job and partition,
 	// and Pending the same summed up by account, partition and QOS; both
 	// nil when not computed (clusters other than slurm.conf's).
