@@ -373,7 +373,9 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	for i, r := range snap.Tree.Row {
 		ids[i] = snap.Rows[r].ID
 	}
-	if local && !e.boot.IsZero() && phase.Source != result.PhaseUnknown && snap.TailRisk.Rate != nil {
+	// under AccountingStorageEnforce=limits slurmctld charges tails at
+	// job end: there are none to split
+	if local && !e.boot.IsZero() && phase.Source != result.PhaseUnknown && !passes.ChargeJobEnd {
 		if in.BootTails, err = e.bootTails(ctx, name, c, passes, since, at, ids); err != nil {
 			problems = append(problems, "the tails of jobs that ended before slurmctld started are bounded by a whole PriorityCalcPeriod: "+err.Error())
 		}
