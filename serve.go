@@ -46,7 +46,7 @@ type serveCmd struct {
 	cli.SlurmFlags
 	cli.ClusterFlag
 	RefreshInterval time.Duration `name:"refresh-interval" default:"60s" help:"How often to read the database."`
-	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history ('': none)."`
+	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history, and the phase of slurmctld's decay passes as reads pinned it (<cluster>.passes), so that a restart need not infer it again ('': none)."`
 
 	cli.ReportedFlags
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`

@@ -110,6 +110,14 @@ func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Durat
 	return m.Add(phaseFloor(t.Sub(m), p.Period) * p.Period), p.hi.Sub(m), true
 }
 
+// Seed starts the tracker from a phase known before its reads: a pass at
+// pass, give or take uncertainty, of the same boot and period (serve keeps
+// it across its restarts). Later brackets narrow it, or, if they do not
+// fit it, replace it as they would a window of the tracker's own.
+func (p *PhaseTracker) Seed(pass time.Time, uncertainty time.Duration) {
+	p.lo, p.hi, p.valid, p.conflicts, p.agreed = pass.Add(-uncertainty), pass.Add(uncertainty), true, 0, p.Confirm
+}
+
 // Pinned reports whether the window is narrower than phaseTarget plus twice the
 // typical read duration, which no bracket can beat by much.
 func (p *PhaseTracker) Pinned() bool {

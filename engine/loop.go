@@ -57,6 +57,8 @@ type Loop struct {
 	recoveries chan recoveryResult
 	// losses are the usage losses the reports showed (usageLosses)
 	losses result.Losses
+	// kept is the pass phase last saved (Engine.keepPasses)
+	kept PassMemory
 }
 
 // served is what the loop keeps of a cluster between publishes.
@@ -108,6 +110,7 @@ func (l *Loop) Run(ctx context.Context) {
 	l.refreshAll(ctx, l.e.now())
 	l.publish()
 	if t := l.e.o.tracker; t != nil {
+		l.e.recallPasses(t)
 		// After the first refresh: a report is only compared with the
 		// database, and at 100k associations sshare and a cold load
 		// would share the cores (and slurmctld the head node's).
@@ -176,6 +179,10 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	l.lost(r)
 	l.report = r
 	l.source("reported", true, r.At)
+	if m, ok := l.e.o.tracker.Memory(); ok && m != l.kept {
+		l.e.keepPasses(m)
+		l.kept = m
+	}
 	// compare with the database's usage at the moment of the report:
 	// usage moves at every decay pass
 	sv := l.served[l.e.conf.ClusterName]

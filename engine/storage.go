@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -17,10 +18,57 @@ import (
 // statePath is where a cluster's frozen usage is kept under StoragePath
 // ("" when not kept, or when the name is not a plain file name).
 func (e *Engine) statePath(cluster string) string {
+	return e.storageFile(cluster, ".usage")
+}
+
+// storageFile is cluster's file with suffix under StoragePath ("" when
+// not kept, or when the name is not a plain file name).
+func (e *Engine) storageFile(cluster, suffix string) string {
 	if e.o.storagePath == "" || !filepath.IsLocal(cluster) || filepath.Base(cluster) != cluster {
 		return ""
 	}
-	return filepath.Join(e.o.storagePath, cluster+".usage")
+	return filepath.Join(e.o.storagePath, cluster+suffix)
+}
+
+// maxPassFile bounds what a saved pass phase may be: a line of JSON.
+const maxPassFile = 4 << 10
+
+// recallPasses gives the tracker the pass phase an earlier run kept for
+// slurm.conf's cluster: the tracker takes it if slurmctld still runs the
+// boot it was pinned for. A file that cannot be read is logged and left
+// for the next save to replace.
+func (e *Engine) recallPasses(t *Tracker) {
+	path := e.storageFile(e.conf.ClusterName, ".passes")
+	if path == "" {
+		return
+	}
+	e.removeTemps(e.conf.ClusterName, path)
+	b, _, err := regular.Read(path, maxPassFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var m PassMemory
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		e.o.log.Warn().Err(err).Str("file", path).Msg("saved pass phase not used: inferring it from the reads")
+		return
+	}
+	t.Recall(m)
+}
+
+// keepPasses saves the pass phase the tracker pinned, when it changed
+// since the last save (once per boot, in practice).
+func (e *Engine) keepPasses(m PassMemory) {
+	path := e.storageFile(e.conf.ClusterName, ".passes")
+	if path == "" {
+		return
+	}
+	err := writeAtomic(path, func(w *bufio.Writer) error { return json.NewEncoder(w).Encode(m) })
+	if err != nil {
+		e.o.log.Warn().Err(err).Str("file", path).Msg("saving the pass phase for the next start (--storage.path)")
+	}
 }
 
 // restore gives a cluster's refresher the frozen usage saved by an

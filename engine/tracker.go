@@ -40,6 +40,44 @@ type Tracker struct {
 	settling bool
 	// prev is the last good read, for the references of the next
 	prev *Reading
+	// recalled is a phase kept from before (Recall), until a read shows
+	// whether its boot is still running
+	recalled *PassMemory
+}
+
+// PassMemory is the phase of one boot's passes as reads pinned it: the
+// passes of a boot keep one schedule (passJitter), so it holds for the
+// whole boot, and serve keeps it across its own restarts
+// (--storage.path), which would otherwise infer it afresh over several
+// periods of reads.
+type PassMemory struct {
+	Boot        time.Time     `json:"boot"`
+	Pass        time.Time     `json:"pass"`
+	Uncertainty time.Duration `json:"uncertainty"`
+	Period      time.Duration `json:"period"`
+}
+
+// Memory is the phase the reads pinned, for the boot they saw (ok false:
+// not pinned, or the boot unknown).
+func (t *Tracker) Memory() (m PassMemory, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.t == nil || t.boot.IsZero() || !t.t.Pinned() || t.prev == nil {
+		return m, false
+	}
+	pass, u, ok := t.t.Pass(t.prev.End)
+	// the boot's first pass of the schedule: the same from period to
+	// period, so that it is saved when it changes, not at every pass
+	pass = pass.Add(-pass.Sub(t.boot) / t.period * t.period)
+	return PassMemory{Boot: t.boot, Pass: pass, Uncertainty: u, Period: t.period}, ok
+}
+
+// Recall gives the tracker a phase kept from before: it seeds the
+// inference if the first read shows the same boot and period.
+func (t *Tracker) Recall(m PassMemory) {
+	t.mu.Lock()
+	t.recalled = &m
+	t.mu.Unlock()
 }
 
 // TrackerConfig says how to read the reports.
@@ -203,6 +241,12 @@ func (t *Tracker) observe(r *Reading) {
 	}
 	if p := t.period; p > 0 && (t.t == nil || t.t.Period != p || restarted) {
 		t.t = &drift.PhaseTracker{Period: p, Confirm: t.c.Confirm}
+	}
+	if m := t.recalled; m != nil && !r.Boot.IsZero() && t.t != nil {
+		if m.Boot.Equal(r.Boot) && m.Period == t.period {
+			t.t.Seed(m.Pass, m.Uncertainty)
+		}
+		t.recalled = nil
 	}
 	if t.t != nil {
 		t.t.Observe(r.Start, r.End, t.passes)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 )
 
 // TestReferences: a report's lag reference is the last earlier read whose
@@ -52,5 +54,48 @@ func TestReferences(t *testing.T) {
 	}
 	if got := reads[4].PassRaw(0); got == nil {
 		t.Error("period 0: pass reference dropped")
+	}
+}
+
+// TestPassMemory (issue 30): the phase one boot's reads pinned survives
+// serve's restart (--storage.path): a tracker that recalls it knows the
+// passes at its first read of that boot, and not of another boot.
+func TestPassMemory(t *testing.T) {
+	boot := time.Unix(1_800_000_000, 0)
+	pass := boot.Add(17 * time.Second)
+	tree := fairshare.Synthetic(20, 3, 1)
+	table := SshareOf(tree, tree.FairTree())
+	read := func(at, boot time.Time) *Reading {
+		return &Reading{Out: table, Raw: drift.RawByKey(table), Start: at, End: at.Add(time.Second), At: at.Add(time.Second / 2), Boot: boot}
+	}
+	conf := TrackerConfig{Period: time.Minute, Confirm: 1}
+	t1 := NewTracker(conf)
+	t1.observe(read(boot.Add(10*time.Minute), boot))
+	if _, ok := t1.Memory(); ok {
+		t.Fatal("a memory before the phase is pinned")
+	}
+	t1.t.Seed(pass.Add(9*time.Minute), 500*time.Millisecond) // as reads pin it
+	m, ok := t1.Memory()
+	if !ok || !m.Pass.Equal(pass) || m.Uncertainty != 500*time.Millisecond || !m.Boot.Equal(boot) {
+		t.Fatalf("memory %+v %v, want the boot's first pass %v ±0.5s", m, ok, pass)
+	}
+	// kept and read back as serve does across its restart
+	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(t.TempDir()))
+	e.keepPasses(m)
+	for _, c := range []struct {
+		boot time.Time
+		want bool
+	}{{boot, true}, {boot.Add(time.Hour), false}} {
+		t2 := NewTracker(conf)
+		e.recallPasses(t2)
+		at := boot.Add(2 * time.Hour)
+		t2.observe(read(at, c.boot))
+		got, u, ok := t2.pass(true, at)
+		if ok != c.want {
+			t.Errorf("boot %v: phase known %v, want %v", c.boot, ok, c.want)
+		}
+		if ok && (got.Sub(pass)%time.Minute != 0 || u != 500*time.Millisecond) {
+			t.Errorf("recalled pass %v ±%v: want one of %v's schedule ±0.5s", got, u, pass)
+		}
 	}
 }
