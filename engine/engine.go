@@ -198,7 +198,7 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Input
 	t1 := e.now()
 	err = e.extras(ctx, cs, in)
 	e.stage(StageExtras, e.now().Sub(t1), err)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		e.o.log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
 	}
 	return in, nil
@@ -334,10 +334,10 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	c.AllTRES = e.o.allTRES
 	conf := e.conf
 	local := name == conf.ClusterName
-	var problems []string
+	var problems []problem
 	passes, since, phase, err := e.phase(conf, local, at)
 	if err != nil {
-		problems = append(problems, "decay pass phase unknown: usage may be off by one PriorityCalcPeriod: "+err.Error())
+		problems = append(problems, problemOf(fmt.Errorf("decay pass phase unknown: usage may be off by one PriorityCalcPeriod: %w", err)))
 	}
 	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
 	if local {
@@ -348,7 +348,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		return nil, err
 	}
 	for _, p := range snap.Problems {
-		problems = append(problems, p.Error())
+		problems = append(problems, problemOf(p))
 	}
 	tree, err := fairshare.NewTree(snap.Tree.Assocs)
 	if err != nil {
@@ -368,7 +368,9 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		Tolerance:     e.o.tolerance,
 		cluster:       c,
 	}
-	problems = append(problems, in.setTRES(snap)...)
+	for _, p := range in.setTRES(snap) {
+		problems = append(problems, problem{p, p})
+	}
 	ids := make([]uint32, len(snap.Tree.Row))
 	for i, r := range snap.Tree.Row {
 		ids[i] = snap.Rows[r].ID
@@ -377,7 +379,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	// job end: there are none to split
 	if local && !e.boot.IsZero() && phase.Source != result.PhaseUnknown && !passes.ChargeJobEnd {
 		if in.BootTails, err = e.bootTails(ctx, name, c, passes, since, at, ids); err != nil {
-			problems = append(problems, "the tails of jobs that ended before slurmctld started are bounded by a whole PriorityCalcPeriod: "+err.Error())
+			problems = append(problems, problemOf(fmt.Errorf("the tails of jobs that ended before slurmctld started are bounded by a whole PriorityCalcPeriod: %w", err)))
 		}
 	}
 	e.warnChanged(name, problems)
@@ -451,16 +453,29 @@ func (in *Inputs) setTRES(snap *slurmdbd.Snapshot) (problems []string) {
 	return problems
 }
 
+// problem is a data problem to warn of: its identity and its message.
+type problem struct{ id, msg string }
+
+// problemOf is err's problem: a usage.Problem names its identity, any
+// other error is its message.
+func problemOf(err error) problem {
+	if p, ok := errors.AsType[*usage.Problem](err); ok {
+		return problem{p.Identity, err.Error()}
+	}
+	return problem{err.Error(), err.Error()}
+}
+
 // warnChanged logs each of a cluster's data problems when it first
-// appears: a bad row stays bad at every refresh, and logging it every
-// minute buried everything else.
-func (e *Engine) warnChanged(cluster string, problems []string) {
+// appears, by its identity: a bad row stays bad at every refresh, and
+// logging it every minute (or again whenever a value in its message
+// decayed) buried everything else.
+func (e *Engine) warnChanged(cluster string, problems []problem) {
 	seen := make(map[string]bool, len(problems))
 	for _, p := range problems {
-		if !e.warned[cluster][p] {
-			e.o.log.Warn().Str("slurm_cluster", cluster).Msg(p)
+		if !e.warned[cluster][p.id] {
+			e.o.log.Warn().Str("slurm_cluster", cluster).Msg(p.msg)
 		}
-		seen[p] = true
+		seen[p.id] = true
 	}
 	if len(problems) > 0 {
 		e.o.log.Debug().Str("slurm_cluster", cluster).Int("problems", len(problems)).Msg("data problems left out of this refresh (each warned once)")

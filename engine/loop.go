@@ -166,6 +166,9 @@ func (l *Loop) source(name string, ok bool, at time.Time) {
 }
 
 func (l *Loop) onReport(ctx context.Context, r *Reading) {
+	if ctx.Err() != nil {
+		return // shutting down: a read cut short is no failure of the source
+	}
 	l.e.stage(StageReported, r.Took, r.Err)
 	if r.Err != nil {
 		l.e.o.log.Error().Err(r.Err).Msg("reading what Slurm reports")
@@ -187,7 +190,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	// usage moves at every decay pass
 	sv := l.served[l.e.conf.ClusterName]
 	in, err := l.e.refreshAtReport(ctx, r.At)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		l.e.o.log.Error().Err(err).Msg("refresh from the database at the moment of the report")
 	}
 	if in == nil || sv == nil {
@@ -242,6 +245,9 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 	l.e.o.tracker.SetPeriod(l.e.conf.PriorityCalcPeriod)
 	t0 := l.e.now()
 	names, err := l.e.Clusters(ctx)
+	if ctx.Err() != nil {
+		return // shutting down: reads cut short are no failure of the database
+	}
 	l.e.stage(StageConnect, l.e.now().Sub(t0), err)
 	if err != nil {
 		l.e.o.log.Error().Err(err).Msg("database")
@@ -251,11 +257,14 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 	ok := true
 	for _, name := range names {
 		err := l.refreshCluster(ctx, name, at)
+		if ctx.Err() != nil {
+			return
+		}
 		l.clusterUp[name] = err == nil
 		if errors.Is(err, slurmdbd.ErrNoTables) {
 			// cluster_up says so; the other clusters are the database's
 			// health
-			l.e.warnChanged(name, []string{err.Error()})
+			l.e.warnChanged(name, []problem{problemOf(err)})
 			continue
 		}
 		if err != nil {

@@ -143,9 +143,11 @@ func (ld *coldLoader) purged(ctx context.Context) error {
 			return err
 		}
 		if n, alloc := ld.cl.AddPurged(rows, g.P); n > 0 {
-			f.problems = append(f.problems, fmt.Errorf("usage at %s: %s holds no rows before %s (PurgeUsageAfter): the %d %s rows across %s are taken as spread evenly over their %s, off by up to %.0f billing-seconds",
-				time.Unix(int64(f.in.At), 0).In(loc).Format(time.RFC3339), ld.r.Cluster.quoted("assoc_usage_"+string(g.Finer)+"_table"), time.Unix(g.Cut, 0).In(loc).Format(time.DateOnly),
-				n, g.P, time.Unix(f.lastRan.Hourly, 0).In(loc).Format(time.RFC3339), g.P, alloc))
+			table := ld.r.Cluster.quoted("assoc_usage_" + string(g.Finer) + "_table")
+			f.problems = append(f.problems, &usage.Problem{Identity: fmt.Sprintf("%s purged before %d", table, g.Cut),
+				Err: fmt.Errorf("usage at %s: %s holds no rows before %s (PurgeUsageAfter): the %d %s rows across %s are taken as spread evenly over their %s, off by up to %.0f billing-seconds",
+					time.Unix(int64(f.in.At), 0).In(loc).Format(time.RFC3339), table, time.Unix(g.Cut, 0).In(loc).Format(time.DateOnly),
+					n, g.P, time.Unix(f.lastRan.Hourly, 0).In(loc).Format(time.RFC3339), g.P, alloc)})
 		}
 	}
 	return nil

@@ -363,7 +363,8 @@ func clampTails(s []float64, id uint32, assocs []fairshare.Association) (problem
 		}
 		if v < -tailSlack {
 			a := assocs[i]
-			problems = append(problems, fmt.Errorf("usage of id_tres=%d of account=%q user=%q is %g after taking out finished jobs' uncharged tails: the job records and rollups disagree: counted as 0", id, a.Account, a.User, v))
+			problems = append(problems, &Problem{Identity: fmt.Sprintf("negative usage of id_tres=%d of account=%q user=%q", id, a.Account, a.User),
+				Err: fmt.Errorf("usage of id_tres=%d of account=%q user=%q is %g after taking out finished jobs' uncharged tails: the job records and rollups disagree: counted as 0", id, a.Account, a.User, v)})
 		}
 		s[i] = 0
 	}

@@ -103,6 +103,18 @@ type Job struct {
 	TRESAlloc string
 }
 
+// Problem is a data problem whose message carries a value that moves from
+// refresh to refresh (a decaying usage, the moment computed): Identity
+// names the problem itself, so that serve warns of it once, not at every
+// refresh while the value moves.
+type Problem struct {
+	Identity string
+	Err      error
+}
+
+func (p *Problem) Error() string { return p.Err.Error() }
+func (p *Problem) Unwrap() error { return p.Err }
+
 // Finished jobs' uncharged tails depend on the moment of slurmctld's decay
 // passes: where it is unknown, so are they. These sums bound that, kept
 // like usage per id_assoc under ids no TRES has, so that they decay,
