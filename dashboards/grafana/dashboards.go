@@ -35,7 +35,8 @@ const (
 	unitSeconds = "s"
 	unitCount   = "short"
 	unitBool    = "bool_yes_no"
-	unitPlain   = "none" // ranks, LevelFS, priorities
+	unitPlain   = "none"          // ranks, LevelFS, priorities
+	unitTime    = "dateTimeAsIso" // a moment, in milliseconds since the epoch
 )
 
 // MayBeEmpty starts the sentence of a panel's description that says when
@@ -92,10 +93,20 @@ func single(title, unit, desc string, qs ...query) *stat.PanelBuilder {
 // columns that say nothing there (the time, the metric name, the target
 // labels).
 func instant(title, unit, desc, expr string) *table.PanelBuilder {
+	return instantAs(title, unit, desc, expr, "")
+}
+
+// instantAs is instant with the value column named value ("": Grafana's
+// Value).
+func instantAs(title, unit, desc, expr, value string) *table.PanelBuilder {
 	t := prometheus.NewDataqueryBuilder().Expr(expr).Instant().Format(prometheus.PromQueryFormatTable).RefId("A").Datasource(ds)
 	hide := map[string]bool{"Time": true, "__name__": true, "job": true, "instance": true}
+	organize := map[string]any{"excludeByName": hide}
+	if value != "" {
+		organize["renameByName"] = map[string]string{"Value": value}
+	}
 	return table.NewPanelBuilder().Title(title).Description(desc).Unit(unit).Datasource(ds).WithTarget(t).Height(10).Span(12).
-		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{"excludeByName": hide}})
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: organize})
 }
 
 // link is a dashboard or data link as written, where the SDK's builder
@@ -302,6 +313,17 @@ func drift() *dashboard.DashboardBuilder {
 			q(`slurmdbd_fairshare_reported_factor{`+sel+`, account=~"$account"}`, "reported {{account}} {{user}}"))).
 		WithPanel(instant("Largest usage differences", unitSeconds, "The twenty associations whose usage differs most between the database (slurmdbd_fairshare_usage_billing_seconds) and Slurm (slurmdbd_fairshare_reported_usage_billing_seconds), as an absolute difference in billing TRES-seconds. Click a row to drill down to it.",
 			`topk(20, abs(slurmdbd_fairshare_usage_billing_seconds{`+sel+`, account=~"$account"} - on(slurm_cluster, account, user, partition, job, instance) slurmdbd_fairshare_reported_usage_billing_seconds{`+sel+`, account=~"$account"}))`).
+			DataLinks(drillDown("${__data.fields.account}", "${__data.fields.user}"))).
+		// The loss detector compares successive reports of Slurm, not the
+		// database: serve exports its counter (0 until a loss) for
+		// slurm.conf's cluster whenever it reads a report, and serve
+		// --demo, which has no reported source, none; the last losses
+		// exist only once one happened.
+		WithRow(dashboard.NewRowBuilder("Usage losses (no database needed)")).
+		WithPanel(series("Usage losses", unitCount, emptyWhen("User associations whose RawUsage, as Slurm reports it, fell between two reads by more than decay and sshare's truncation explain (increase of slurmdbd_fairshare_usage_losses_total), per kind: between_passes, two reads of one slurmctld boot (usually sacctmgr modify ... set RawUsage=0); across_restart, the first read of a new boot against the last of the one before (slurmctld restarted from an older checkpoint or without its assoc_usage state file). Seen at the next read, without the database. Should be 0: the UsageLost alert fires on anything else; the table beside names the associations, the exporter's log their usage before and after, and docs/alerts.md#usagelost says what to do.", "serve reads no report from Slurm (--reported.source none; serve --demo)"),
+			q(`increase(slurmdbd_fairshare_usage_losses_total{`+sel+`}[$__rate_interval])`, "{{kind}}"))).
+		WithPanel(instantAs("Last usage losses", unitTime, emptyWhen("The last 20 user associations that lost usage, latest first, with the kind of loss and when the report that showed it was read (slurmdbd_fairshare_usage_loss_timestamp_seconds, kept since the exporter started). Look for the same association in the exporter's log (\"RawUsage fell by more than decay explains\", with the usage before and after) and see docs/alerts.md#usagelost. Click a row to drill down to it: Slurm's usage against the database's.", "no usage lost since the exporter started, as on a healthy cluster"),
+			`sort_desc(slurmdbd_fairshare_usage_loss_timestamp_seconds{`+sel+`} * 1000)`, "read at").
 			DataLinks(drillDown("${__data.fields.account}", "${__data.fields.user}")))
 }
 
