@@ -469,6 +469,8 @@ func TestServeRealSlurm(t *testing.T) {
 		return m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossBetweenPasses)] > losses &&
 			m[series("slurmdbd_fairshare_usage_loss_timestamp_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "kind", result.LossBetweenPasses)] > 0
 	})
+	as = prom.waitAlerts("UsageLost firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageLost"] })
+	t.Logf("Prometheus after RawUsage=0: %s", alertList(as))
 
 	// (c) the assoc_usage state lost over a restart: everyone's usage.
 	c.StopDaemon("slurmctld")
