@@ -465,7 +465,7 @@ func TestServeRealSlurm(t *testing.T) {
 	_, _, which = driftBeyond(m, name)
 	t.Logf("RawUsage=0 for alice: %v; largest drifts %v, bounds %v; usage %v", which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name))
 	// and the loss detector, which needs no database, counts it
-	m = s.waitScrape("the usage loss counted after RawUsage=0", 5*time.Minute, func(m map[string]float64) bool {
+	s.waitScrape("the usage loss counted after RawUsage=0", 5*time.Minute, func(m map[string]float64) bool {
 		return m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossBetweenPasses)] > losses &&
 			m[series("slurmdbd_fairshare_usage_loss_timestamp_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "kind", result.LossBetweenPasses)] > 0
 	})
