@@ -51,7 +51,7 @@ record:
 PASS_WATCH ?= 30m
 passes:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
-	@SLURMDBD_EXPORTER_PASS_WATCH=$(PASS_WATCH) SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 0 -v -run '^TestPassSchedule$$' ./e2e > passes.log 2>&1; \
+	@SLURMDBD_EXPORTER_PASS_WATCH=$(PASS_WATCH) SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 0 -parallel 3 -v -run '^TestPassSchedule$$' ./e2e > passes.log 2>&1; \
 	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|passes:|_test.go' passes.log; rm -f passes.log; exit $$status
 
 ## test-short: unit tests only, no real Slurm
