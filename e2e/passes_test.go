@@ -54,8 +54,8 @@ func passSchedule(t *testing.T, release string, watch time.Duration) {
 	loadTwoAccounts(c)
 	period := c.CalcPeriod()
 	done := make(chan struct{})
-	defer close(done)
-	go churn(c, done)
+	submitted := make(chan int)
+	go func() { submitted <- churn(c, done) }()
 	var first, last time.Time
 	offsets := map[time.Duration]int{}
 	passes, worst := 0, time.Duration(0)
@@ -82,12 +82,17 @@ func passSchedule(t *testing.T, release string, watch time.Duration) {
 		last = ran
 		passes++
 	}
+	close(done)
+	jobs := <-submitted
 	var dist []string
 	for _, off := range slices.Sorted(maps.Keys(offsets)) {
 		dist = append(dist, fmt.Sprintf("%+v: %d", off, offsets[off]))
 	}
-	t.Logf("passes: %s: %d passes over %v while jobs started and ended, offsets from the first one's schedule: %s; largest %v",
-		release, passes, watch, strings.Join(dist, ", "), worst)
+	t.Logf("passes: %s: %d passes over %v while %d jobs started and ended, offsets from the first one's schedule: %s; largest %v",
+		release, passes, watch, jobs, strings.Join(dist, ", "), worst)
+	if jobs < int(watch/(10*time.Second)) {
+		t.Errorf("%s: %d jobs submitted in %v: expected one every few seconds, the load the passes are measured under", release, jobs, watch)
+	}
 	if passes < int(watch/period)-3 {
 		t.Errorf("%s: %d passes seen in %v: expected one every %v", release, passes, watch, period)
 	}
@@ -96,20 +101,23 @@ func passSchedule(t *testing.T, release string, watch time.Duration) {
 	}
 }
 
-// churn keeps jobs starting and ending every few seconds until done: what
-// takes slurmctld's job lock, which a pass waits for.
-func churn(c *slurmharness.Cluster, done <-chan struct{}) {
+// churn keeps jobs starting and ending every few seconds until done, and
+// returns how many it submitted: what takes slurmctld's job lock, which a
+// pass waits for.
+func churn(c *slurmharness.Cluster, done <-chan struct{}) (submitted int) {
 	users := [][2]string{{"alice", "phys"}, {"bob", "phys"}, {"carol", "chem"}}
 	for {
 		select {
 		case <-done:
-			return
+			return submitted
 		case <-time.After(time.Duration(2+rand.IntN(4)) * time.Second):
 		}
 		u := users[rand.IntN(len(users))]
-		// a failed submission (the cluster going down at the end) is
-		// not what is measured
-		c.Run("sbatch", "--uid="+u[0], "-A", u[1], "-n", fmt.Sprint(8*(1+rand.IntN(16))), "--chdir=/tmp", "-o", "/dev/null",
-			fmt.Sprintf("--wrap=sleep %d", 1+rand.IntN(20)))
+		// a failed submission is counted out, not fatal: the test
+		// judges how many went in
+		if _, err := c.Run("sbatch", "--uid="+u[0], "-A", u[1], "-n", fmt.Sprint(8*(1+rand.IntN(16))), "--chdir=/tmp", "-o", "/dev/null",
+			fmt.Sprintf("--wrap=sleep %d", 1+rand.IntN(20))); err == nil {
+			submitted++
+		}
 	}
 }
