@@ -469,20 +469,9 @@ func (in *Inputs) tailRisk(j Job, from float64) (rate, most, lost float64) {
 	return rate, rate * min(in.Passes.Period, end-start), lost
 }
 
-// ranWithinPeriod: j ran at some time in the PriorityCalcPeriod up to At,
-// where a pass slurmctld ran at another moment than the rebuild's may
-// have charged it otherwise. Under AccountingStorageEnforce=limits
-// slurmctld charges a job's last interval when it ends
-// (priority_p_job_end), so a job whose end the database holds is charged
-// in whole whatever the passes' moment: only jobs running at At count
-// (an end slurmctld charged that the database does not hold yet is one:
-// PassError.Unrecorded).
+// ranWithinPeriod: j ran at some time in the PriorityCalcPeriod up to At.
 func (in *Inputs) ranWithinPeriod(j Job) bool {
-	from := in.At - in.Passes.Period
-	if in.Passes.ChargeJobEnd {
-		from = in.At
-	}
-	return j.Start > 0 && float64(j.Start) < in.At && (j.End == 0 || float64(j.End) > from)
+	return j.Start > 0 && float64(j.Start) < in.At && (j.End == 0 || float64(j.End) > in.At-in.Passes.Period)
 }
 
 // tail is the decayed usage per unit of count that slurmctld never charges

@@ -244,22 +244,3 @@ func oneUser() ([]fairshare.Association, map[uint32]int) {
 	return []fairshare.Association{{Account: "root", Parent: -1}, {Account: "a", Parent: 0, Shares: 1}, {Account: "a", User: "u", Parent: 1, Shares: 1}},
 		map[uint32]int{1: 0, 2: 1, 3: 2}
 }
-
-// TestRunningUnderLimits: a job that ended before At counts in Running
-// (the charge a pass at another moment may have made otherwise) only
-// without AccountingStorageEnforce=limits: with it, slurmctld charged the
-// job's last interval at its end, whatever the passes' moment.
-func TestRunningUnderLimits(t *testing.T) {
-	at := int64(1_800_000_000)
-	ended := Job{Start: at - 600, End: at - 10}
-	running := Job{Start: at - 600}
-	for _, limits := range []bool{false, true} {
-		in := &Inputs{At: float64(at), Passes: fairshare.Passes{Period: 60, ChargeJobEnd: limits}}
-		if got := in.ranWithinPeriod(ended); got == limits {
-			t.Errorf("limits %v: a job that ended 10 s before At in Running: %v", limits, got)
-		}
-		if !in.ranWithinPeriod(running) {
-			t.Errorf("limits %v: a running job not in Running", limits)
-		}
-	}
-}
