@@ -140,9 +140,9 @@ func TestHistoryReplay(t *testing.T) {
 	// measured, not judged (issue 30): the misses are the reads within 2 s
 	// after a pass right after jobs ended, where every job that ran in the
 	// last period is given a period of charge; narrowing that to the
-	// jobs running at the read flagged all 120, but raised UsageDrift
-	// live in the soak around slurmctld's restart (ends slurmctld
-	// processed late), so it waits for that to be measured
+	// jobs running at the read flagged all 120, but coincided with
+	// UsageDrift in the live soak around slurmctld's restart (ends
+	// slurmctld may process late), so it waits for that to be measured
 	for _, m := range missed {
 		t.Logf("%g%% loss not flagged with the state file and the boot known: %s", 100*frac, m)
 	}
