@@ -154,9 +154,6 @@ type bootKey struct {
 	since  time.Time
 }
 
-// Conf is the priority settings last read.
-func (e *Engine) Conf() *slurmconf.Config { return e.conf }
-
 // Close closes the database; a later Refresh opens it again.
 func (e *Engine) Close() {
 	if e.db != nil {

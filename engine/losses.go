@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -60,15 +62,7 @@ func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets boo
 }
 
 func compareKeys(a, b result.AssocKey) int {
-	for _, c := range [][2]string{{a.Account, b.Account}, {a.User, b.User}, {a.Partition, b.Partition}} {
-		if c[0] != c[1] {
-			if c[0] < c[1] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+	return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.User, b.User), strings.Compare(a.Partition, b.Partition))
 }
 
 // addLosses counts ls into l and keeps the last lastLosses of them, the

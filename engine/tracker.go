@@ -34,7 +34,6 @@ type Tracker struct {
 	// what the phase tracker is given, so that a job's end charged
 	// between passes is not taken for one
 	passes uint64
-	last   *shares.Table
 	// settling: slurmctld started since the last pass seen between two
 	// reads of it (drift.Input.Settling)
 	settling bool
@@ -218,9 +217,8 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 func (t *Tracker) observe(r *Reading) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	first := t.last == nil
-	r.Pass = !first && drift.PassBetween(t.last, r.Out)
-	t.last = r.Out
+	first := t.prev == nil
+	r.Pass = !first && drift.PassBetween(t.prev.Out, r.Out)
 	if r.Pass {
 		t.passes++
 	}
@@ -253,16 +251,6 @@ func (t *Tracker) observe(r *Reading) {
 	}
 	r.Follow(t.prev)
 	t.prev = r
-}
-
-// Boot is slurmctld's boot as the reads last learned it (zero: unknown).
-func (t *Tracker) Boot() time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.boot
 }
 
 // pass is slurmctld's last decay pass at or before at as the reads
