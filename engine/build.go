@@ -131,7 +131,7 @@ type Inputs struct {
 	// serve publishes neither: the metrics hold the jobs' groups.
 	Detail bool
 
-	cluster       slurmdbd.Cluster // where the extras are read
+	cluster       ClusterSource // where the extras are read
 	assocIDs      []uint32         // id_assoc of each tree association
 	tresNames     map[uint32]string
 	qos           map[uint32]slurmdbd.QOS

@@ -40,8 +40,8 @@ type Engine struct {
 	dsn  string
 	conf *slurmconf.Config
 	o    options
-	now  func() time.Time
-	db   *slurmdbd.DB
+	now  func() time.Time // for durations: wall time
+	src  Source
 	// boot is slurmctld's, as last learned (zero: unknown)
 	boot     time.Time
 	clusters map[string]*clusterState
@@ -64,6 +64,8 @@ type options struct {
 	storagePath  string
 	bootTime     func(context.Context) (time.Time, error)
 	tracker      *Tracker
+	source       Source
+	clock        Clock
 }
 
 // Option configures an Engine.
@@ -128,6 +130,7 @@ func New(conf *slurmconf.Config, dsn string, opts ...Option) *Engine {
 	for _, opt := range opts {
 		opt(&e.o)
 	}
+	e.o.clock = e.o.clock.orWall()
 	return e
 }
 
@@ -156,9 +159,9 @@ type bootKey struct {
 
 // Close closes the database; a later Refresh opens it again.
 func (e *Engine) Close() {
-	if e.db != nil {
-		e.db.Close()
-		e.db = nil
+	if e.src != nil && e.o.source == nil {
+		e.src.Close()
+		e.src = nil
 	}
 }
 
@@ -205,7 +208,7 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Input
 // from the last refresh's state: usage moves at every decay pass.
 func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*Inputs, error) {
 	cs := e.clusters[e.conf.ClusterName]
-	if cs == nil || e.db == nil {
+	if cs == nil || e.src == nil {
 		return nil, nil
 	}
 	t0 := e.now()
@@ -245,14 +248,18 @@ func (e *Engine) ReloadConf() (changed bool) {
 
 // open opens the database unless it is open.
 func (e *Engine) open(ctx context.Context) error {
-	if e.db != nil {
+	switch {
+	case e.src != nil:
+		return nil
+	case e.o.source != nil:
+		e.src = e.o.source
 		return nil
 	}
 	db, err := slurmdbd.Open(ctx, e.dsn, e.o.queryTimeout)
 	if err != nil {
 		return err
 	}
-	e.db = db
+	e.src = dbSource{db, e.o.allTRES}
 	return nil
 }
 
@@ -262,7 +269,7 @@ func (e *Engine) Clusters(ctx context.Context) ([]string, error) {
 	if err := e.open(ctx); err != nil || len(e.o.names) > 0 {
 		return e.o.names, err
 	}
-	return e.db.Clusters(ctx)
+	return e.src.Clusters(ctx)
 }
 
 // phase is what is known of the local cluster's pass phase at at: the
@@ -324,11 +331,10 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	if err := e.open(ctx); err != nil {
 		return nil, err
 	}
-	c, err := e.db.Cluster(ctx, name)
+	c, err := e.src.Cluster(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	c.AllTRES = e.o.allTRES
 	conf := e.conf
 	local := name == conf.ClusterName
 	var problems []problem
@@ -336,11 +342,11 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	if err != nil {
 		problems = append(problems, problemOf(fmt.Errorf("decay pass phase unknown: usage may be off by one PriorityCalcPeriod: %w", err)))
 	}
-	ref.Cluster, ref.Passes, ref.Since, ref.Location = c, passes, since, time.Local
+	ref.Passes, ref.Since, ref.Location = passes, since, time.Local
 	if local {
 		ref.Boot = e.boot
 	}
-	snap, err := ref.Refresh(ctx, at)
+	snap, err := c.Refresh(ctx, ref, at)
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +410,7 @@ const tailHalfLives = 20
 // to at: the rebuild at the boot's sums, kept per boot and settings (one
 // cold load per boot), times d^(at-boot), which is exact for jobs that
 // ended by then.
-func (e *Engine) bootTails(ctx context.Context, name string, c slurmdbd.Cluster, passes fairshare.Passes, since, at time.Time, ids []uint32) (*usage.TailRisk, error) {
+func (e *Engine) bootTails(ctx context.Context, name string, c ClusterSource, passes fairshare.Passes, since, at time.Time, ids []uint32) (*usage.TailRisk, error) {
 	out := &usage.TailRisk{Rate: make([]float64, len(ids)), Most: make([]float64, len(ids))}
 	age := at.Sub(e.boot).Seconds()
 	if hl := passes.HalfLife; hl > 0 && age > tailHalfLives*hl {

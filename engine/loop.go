@@ -107,7 +107,7 @@ func (l *Loop) Run(ctx context.Context) {
 	defer tick.Stop()
 	stale := time.NewTimer(time.Hour)
 	stale.Stop()
-	l.refreshAll(ctx, l.e.now())
+	l.refreshAll(ctx, l.e.o.clock.Now())
 	l.publish()
 	if t := l.e.o.tracker; t != nil {
 		l.e.recallPasses(t)
@@ -121,11 +121,11 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			l.refreshAll(ctx, l.e.now())
+			l.refreshAll(ctx, l.e.o.clock.Now())
 		case r := <-reports:
 			l.onReport(ctx, r)
 			if l.report != nil {
-				stale.Reset(l.report.At.Add(l.s.StaleAfter).Sub(l.e.now()) + time.Second)
+				stale.Reset(l.e.o.clock.until(l.report.At.Add(l.s.StaleAfter)) + time.Second)
 			}
 		case <-stale.C:
 		case r := <-l.recoveries:
@@ -149,7 +149,7 @@ func (l *Loop) readReports(ctx context.Context, t *Tracker, out chan<- *Reading)
 			return
 		}
 		select {
-		case <-time.After(time.Until(t.Next(r))):
+		case <-time.After(t.c.Clock.until(t.Next(r))):
 		case <-ctx.Done():
 			return
 		}
@@ -181,7 +181,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	r.Out.FillMissingFactor(float64(l.e.conf.FairShareDampeningFactor))
 	l.lost(r)
 	l.report = r
-	l.source("reported", true, r.At)
+	l.source("reported", true, l.e.now()) // wall time: a health timestamp, whatever the clock
 	if m, ok := l.e.o.tracker.Memory(); ok && m != l.kept {
 		l.e.keepPasses(m)
 		l.kept = m
@@ -218,7 +218,7 @@ func (l *Loop) lost(r *Reading) {
 
 // reportStale: there is no report, or it is too old to serve.
 func (l *Loop) reportStale() bool {
-	return l.report == nil || l.e.now().Sub(l.report.At) > l.s.StaleAfter
+	return l.report == nil || l.e.o.clock.Now().Sub(l.report.At) > l.s.StaleAfter
 }
 
 // freshReport is the report if it is recent enough to compare.
@@ -240,7 +240,7 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 		// a report read under the old settings is not compared with the
 		// new: slurmctld may have taken them up since (a restart; from
 		// 23.11 scontrol reconfigure is one)
-		l.settingsAt = l.e.now()
+		l.settingsAt = l.e.o.clock.Now()
 	}
 	l.e.o.tracker.SetPeriod(l.e.conf.PriorityCalcPeriod)
 	t0 := l.e.now()
@@ -279,7 +279,7 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 			delete(l.clusterUp, name)
 		}
 	}
-	l.source("db", ok, at)
+	l.source("db", ok, l.e.now())
 }
 
 // refreshCluster rebuilds one cluster at at; on failure the last good

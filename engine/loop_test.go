@@ -221,5 +221,6 @@ func TestRecoveryEvery(t *testing.T) {
 func testLoop(conf *slurmconf.Config, pub Publisher, now *time.Time, s Schedule, opts ...Option) *Loop {
 	e := New(conf, "", opts...)
 	e.now = func() time.Time { return *now }
+	e.o.clock = Clock{Now: e.now, Speed: 1}
 	return NewLoop(e, pub, s)
 }

@@ -38,7 +38,7 @@ type Priorities struct {
 // factors: the cluster's TRES, QOS and association priorities, and
 // slurm.conf's partitions. sprio leaves out jobs not yet eligible and held
 // ones (priority 0); so does this.
-func (e *Engine) pendingJobs(ctx context.Context, c slurmdbd.Cluster, in *Inputs) (*Priorities, []slurmdbd.PendingJob, error) {
+func (e *Engine) pendingJobs(ctx context.Context, c ClusterSource, in *Inputs) (*Priorities, []slurmdbd.PendingJob, error) {
 	at := in.Computed
 	rows, err := c.PendingJobs(ctx, at)
 	if err != nil {

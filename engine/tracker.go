@@ -99,10 +99,16 @@ type TrackerConfig struct {
 	// hours; 0 for check, which brackets one pass a second apart and
 	// exits.
 	Confirm int
+	// Clock gives the reads' moments (default: the wall clock); the
+	// Engine's must be the same.
+	Clock Clock
 }
 
 // NewTracker is a tracker that has read nothing yet.
-func NewTracker(c TrackerConfig) *Tracker { return &Tracker{c: c, period: c.Period} }
+func NewTracker(c TrackerConfig) *Tracker {
+	c.Clock = c.Clock.orWall()
+	return &Tracker{c: c, period: c.Period}
+}
 
 // Reading is one read of the reported side, with its references.
 type Reading struct {
@@ -196,10 +202,10 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 	if t.c.BootTime != nil {
 		r.Boot, r.BootErr = t.c.BootTime(rctx)
 	}
-	t0 := time.Now()
+	t0 := t.c.Clock.Now()
 	r.Out, r.Err = t.c.Read(rctx)
-	t1 := time.Now()
-	r.At, r.Start, r.End, r.Took = t0.Add(t1.Sub(t0)/2), t0, t1, t1.Sub(start)
+	t1 := t.c.Clock.Now()
+	r.At, r.Start, r.End, r.Took = t0.Add(t1.Sub(t0)/2), t0, t1, time.Since(start)
 	if r.Err != nil {
 		return r
 	}
