@@ -114,8 +114,9 @@ var layers = map[string]int{
 	"shares": 1, "result": 1, "slurmconf": 1, "slurmstate": 1, "usage": 1,
 	// one source each: the database, what Slurm reports, the comparison
 	"slurmdbd": 2, "sshare": 2, "drift": 2,
-	// the pipeline, and the metrics it publishes to through an interface
-	"engine": 3, "collector": 3,
+	// the pipeline, the metrics it publishes to through an interface, and
+	// the simulated cluster serve --demo gives it as a source
+	"engine": 3, "collector": 3, "sim": 3,
 	// the commands' own: their answers, and the flag groups they share
 	"explain": 4, "check": 4, "cli": 4,
 }

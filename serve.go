@@ -18,6 +18,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 
@@ -59,10 +60,11 @@ type serveCmd struct {
 	AccountExclude string `name:"collector.account-exclude" help:"Leave out accounts whose whole name matches this regular expression."`
 	Extended       bool   `name:"collector.extended" help:"Export every per-association series: per-TRES, normalized and uncharged usage, both algorithms' values and the what-if factors (ticket_based, maui): 17 or more series per association instead of at most 8."`
 	cli.ForecastWindowFlag
-	ForecastInterval time.Duration `name:"forecast.interval" default:"4h" help:"With --collector.extended: recompute slurmdbd_fairshare_recovery_seconds this often, a forecast of every user (0: off), or less often where it costs more than 20% of the refreshes in between; the last one is served in between, with its moment."`
+	ForecastInterval time.Duration `name:"forecast.interval" default:"4h" help:"Recompute slurmdbd_fairshare_recovery_seconds (one series per user association) this often, a forecast of every user (0: off), or less often where it costs more than 20% of the refreshes in between; the last one is served in between, with its moment."`
 	MaxAssociations  int           `name:"collector.max-associations" default:"100000" help:"Most associations exported per cluster (0: no limit); beyond it users, then accounts, are left out and counted."`
 
 	cli.DemoFlags
+	cli.SimFlags
 }
 
 // Validate checks what the flag groups (their own Validate, which kong
@@ -120,12 +122,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 	col := collector.New()
 	col.Extended, col.Filter = s.Extended, filter
 	if s.Demo {
-		snap := engine.Demo(time.Now(), s.DemoAssociations)
-		if err := col.Publish(snap); err != nil {
-			return err
-		}
-		env.log.Info().Msg("serving the bundled demo cluster")
-		return s.listen(ctx, env, col, func() bool { return true })
+		return s.demo(ctx, env, col)
 	}
 	// Listen at once: the startup checks wait for the database up to
 	// --db.timeout, and meanwhile /-/healthy answers and /metrics says
@@ -207,29 +204,77 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 		}
 		db.Close()
 	}
-	interval := s.ReportedInterval
-	if interval == 0 {
-		interval = conf.PriorityCalcPeriod
-	}
-	opts := []engine.Option{engine.WithLogger(log), engine.WithQueryTimeout(s.DBTimeout), engine.WithClusters(s.Cluster...),
+	opts := append(s.options(log), engine.WithQueryTimeout(s.DBTimeout), engine.WithClusters(s.Cluster...),
 		engine.WithReload(func() (*slurmconf.Config, error) { return cli.LoadSlurmConf(s.SlurmConf) }), engine.WithStateDir(set.StateDir),
-		engine.WithTolerance(drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance}),
-		engine.WithMaui(s.Config(), s.MauiInterval), engine.WithStorage(s.StoragePath)}
-	if s.Extended {
-		opts = append(opts, engine.WithWhatIf(), engine.WithAllTRES())
-	}
-	tc := engine.TrackerConfig{Timeout: s.ReportedTimeout, Interval: interval, StateDir: set.StateDir, Period: conf.PriorityCalcPeriod, Confirm: 1}
+		engine.WithStorage(s.StoragePath))
+	tc := s.tracker(conf)
+	tc.StateDir = set.StateDir
 	if tc.Read, tc.BootTime, err = s.Source(log, s.SlurmConf); err != nil {
 		return nil, err
 	}
 	if tc.Read != nil {
 		opts = append(opts, engine.WithTracker(engine.NewTracker(tc)))
 	}
-	sched := engine.Schedule{Interval: s.RefreshInterval, StaleAfter: time.Duration(s.ReportedStale) * interval}
+	return engine.NewLoop(engine.New(conf, dsn, opts...), col, s.schedule(tc.Interval)), nil
+}
+
+// options are the engine's options serve and its demo share.
+func (s *serveCmd) options(log zerolog.Logger) []engine.Option {
+	opts := []engine.Option{engine.WithLogger(log), engine.WithMaui(s.Config(), s.MauiInterval),
+		engine.WithTolerance(drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance})}
 	if s.Extended {
-		sched.ForecastWindow, sched.RecoveryInterval = s.ForecastWindow, s.ForecastInterval
+		opts = append(opts, engine.WithWhatIf(), engine.WithAllTRES())
 	}
-	return engine.NewLoop(engine.New(conf, dsn, opts...), col, sched), nil
+	return opts
+}
+
+// tracker is how serve reads the reported side under conf.
+func (s *serveCmd) tracker(conf *slurmconf.Config) engine.TrackerConfig {
+	interval := s.ReportedInterval
+	if interval == 0 {
+		interval = conf.PriorityCalcPeriod
+	}
+	return engine.TrackerConfig{Timeout: s.ReportedTimeout, Interval: interval, Period: conf.PriorityCalcPeriod, Confirm: 1}
+}
+
+// schedule is the loop's, reports being read every interval.
+func (s *serveCmd) schedule(interval time.Duration) engine.Schedule {
+	return engine.Schedule{Interval: s.RefreshInterval, StaleAfter: time.Duration(s.ReportedStale) * interval,
+		ForecastWindow: s.ForecastWindow, RecoveryInterval: s.ForecastInterval}
+}
+
+// demo serves the simulated cluster through the production loop: its
+// slurmdbd tables are the engine's source, its slurmctld the reported
+// side, its clock the moments computed.
+func (s *serveCmd) demo(ctx context.Context, env *runEnv, col *collector.Collector) error {
+	c, err := sim.New(sim.Config{Associations: s.DemoAssociations, Speed: s.DemoSpeed, FaultInterval: s.DemoFaultInterval,
+		FaultDuration: s.DemoFaultDuration, History: sim.History, Seed: 1, Log: env.log})
+	if err != nil {
+		return err
+	}
+	clock := engine.Clock{Now: c.Now, Speed: s.DemoSpeed}
+	tc := s.tracker(c.Conf())
+	tc.Read, tc.BootTime, tc.Clock = c.Report, c.Boot, clock
+	opts := append(s.options(env.log), engine.WithSource(simSource{c}), engine.WithClock(clock), engine.WithTracker(engine.NewTracker(tc)))
+	l := engine.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
+	go l.Run(ctx)
+	env.log.Info().Float64("speed", s.DemoSpeed).Dur("fault_interval", s.DemoFaultInterval).Dur("fault_duration", s.DemoFaultDuration).
+		Msg("serving the simulated demo cluster")
+	return s.listen(ctx, env, col, l.Ready)
+}
+
+// simSource is the simulation as the engine's source.
+type simSource struct{ c *sim.Cluster }
+
+func (s simSource) Clusters(ctx context.Context) ([]string, error) { return s.c.Clusters(ctx) }
+func (s simSource) Close() error                                   { return s.c.Close() }
+
+func (s simSource) Cluster(ctx context.Context, name string) (engine.ClusterSource, error) {
+	c, err := s.c.Cluster(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // listen serves col until ctx ends.

@@ -303,6 +303,23 @@ func (d *DemoFlags) Validate() error {
 	return nil
 }
 
+// SimFlags run serve --demo's simulated cluster.
+type SimFlags struct {
+	DemoSpeed         float64       `name:"demo.speed" default:"10" help:"With --demo: simulated seconds per wall second (10: an hour of the cluster's life, its rollup and twelve decay passes, in six minutes). The simulated clock gives the moments computed (computed_timestamp_seconds and the like run ahead of the wall clock by as much); the sources' health timestamps stay wall time."`
+	DemoFaultInterval time.Duration `name:"demo.fault-interval" default:"15m" help:"With --demo: start a fault this often (wall time; 0: none), in turn: lost usage (UsageLost, UsageDrift), a PriorityFlags change slurmctld runs with but slurm.conf does not say (FairshareDriftHigh), a stalled rollup (RollupStalled)."`
+	DemoFaultDuration time.Duration `name:"demo.fault-duration" default:"40m" help:"With --demo: how long each fault lasts (wall time): long enough for the alerts' for: clauses (UsageDrift's is 30m)."`
+}
+
+func (d *SimFlags) Validate() error {
+	if d.DemoSpeed <= 0 || d.DemoSpeed > 3600 {
+		return fmt.Errorf("--demo.speed %v: expected a number above 0, at most 3600", d.DemoSpeed)
+	}
+	if d.DemoFaultInterval < 0 || d.DemoFaultDuration < 0 {
+		return fmt.Errorf("--demo.fault-interval %v, --demo.fault-duration %v: expected durations >= 0", d.DemoFaultInterval, d.DemoFaultDuration)
+	}
+	return nil
+}
+
 // OutputFlag is how check and explain print.
 type OutputFlag struct {
 	Output string `default:"table" enum:"table,json" help:"Output format: table or json."`

@@ -15,6 +15,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
@@ -35,7 +36,7 @@ func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 		}
 		in.TRES[name] = v
 	}
-	in.Report = &engine.Report{Out: engine.SshareOf(tree, tree.FairTree()), At: now}
+	in.Report = &engine.Report{Out: shares.Of(tree, tree.FairTree()), At: now}
 	cl, err := engine.Build(in)
 	if err != nil {
 		b.Fatal(err)

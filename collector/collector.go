@@ -310,6 +310,7 @@ func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 		}
 		set(descReportedFactor, a.ReportedFactor)
 		set(descReportedUsage, a.ReportedUsage)
+		set(descRecovery, a.Recovery, "fair_level")
 		if !extended {
 			continue
 		}
@@ -320,7 +321,6 @@ func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 		set(descFactor, a.TicketBased, "ticket_based")
 		set(descFactor, a.Maui, "maui")
 		set(descUncharged, a.Uncharged)
-		set(descRecovery, a.Recovery, "fair_level")
 	}
 }
 

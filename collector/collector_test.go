@@ -366,9 +366,9 @@ func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
 	}
 }
 
-// TestRecoveryMetric: recovery_seconds only under --collector.extended,
-// one series per user association that has a value (+Inf rendered as
-// such), with the moment of its computation.
+// TestRecoveryMetric: recovery_seconds by default and under
+// --collector.extended alike, one series per user association that has a
+// value (+Inf rendered as such), with the moment of its computation.
 func TestRecoveryMetric(t *testing.T) {
 	snap := engine.Demo(time.Unix(1_800_000_000, 0), 50)
 	cl := &snap.Clusters[0]
@@ -382,21 +382,24 @@ func TestRecoveryMetric(t *testing.T) {
 			want++
 		}
 	}
-	_, def := publishedText(t, snap, false)
-	if strings.Contains(def, "\nslurmdbd_fairshare_recovery_seconds{") {
-		t.Error("recovery series without --collector.extended")
+	for _, extended := range []bool{false, true} {
+		_, text := publishedText(t, snap, extended)
+		recoverySeries(t, text, cl.Name, want)
 	}
-	_, ext := publishedText(t, snap, true)
+}
+
+func recoverySeries(t *testing.T, text, cluster string, want int) {
+	t.Helper()
 	got, inf := 0, 0
 	ts := false
-	for _, l := range strings.Split(ext, "\n") {
+	for _, l := range strings.Split(text, "\n") {
 		if strings.HasPrefix(l, "slurmdbd_fairshare_recovery_seconds{") && strings.Contains(l, `threshold="fair_level"`) {
 			got++
 			if strings.HasSuffix(l, "} +Inf") {
 				inf++
 			}
 		}
-		ts = ts || strings.HasPrefix(l, "slurmdbd_fairshare_recovery_computed_timestamp_seconds{slurm_cluster=\""+cl.Name+"\"} 1.7999964e+09")
+		ts = ts || strings.HasPrefix(l, "slurmdbd_fairshare_recovery_computed_timestamp_seconds{slurm_cluster=\""+cluster+"\"} 1.7999964e+09")
 	}
 	if got != want || inf != want/3 {
 		t.Errorf("%d recovery series (%d +Inf), expected one per user (%d, %d +Inf)", got, inf, want, want/3)

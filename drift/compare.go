@@ -469,8 +469,16 @@ func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw 
 // passGapCharge is, per row of rt, what jobs ending between slurmctld's
 // pass and the read of PassRaw may have charged into it (nil: nothing to
 // allow): their rate, from the database's running jobs, times PassGap.
+// Without PassRaw (no pass seen since serve started) the report's own
+// usage holds the ends charged since the pass (under limits,
+// Pass.Unrecorded long): seen in the demo's first minutes, 21 Fair Tree
+// level_fs beyond tolerance on a healthy cluster.
 func (in *Input) passGapCharge(rt *fairshare.Tree) []float64 {
-	if in.PassRaw == nil || in.PassGap <= 0 || in.DB == nil || in.Pass.Running == nil {
+	gap := in.PassGap
+	if in.PassRaw == nil {
+		gap = in.Pass.Unrecorded
+	}
+	if gap <= 0 || in.DB == nil || in.Pass.Running == nil {
 		return nil
 	}
 	rate := make(map[Key]float64, in.DB.Len())
@@ -481,7 +489,7 @@ func (in *Input) passGapCharge(rt *fairshare.Tree) []float64 {
 	extra := make([]float64, rt.Len())
 	for i := range extra {
 		a := rt.Association(i)
-		extra[i] = rate[Key{Account: a.Account, User: a.User, Partition: a.Partition}] * in.PassGap
+		extra[i] = rate[Key{Account: a.Account, User: a.User, Partition: a.Partition}] * gap
 	}
 	return extra
 }

@@ -132,7 +132,7 @@ type Inputs struct {
 	Detail bool
 
 	cluster       ClusterSource // where the extras are read
-	assocIDs      []uint32         // id_assoc of each tree association
+	assocIDs      []uint32      // id_assoc of each tree association
 	tresNames     map[uint32]string
 	qos           map[uint32]slurmdbd.QOS
 	assocPriority []uint32 // inherited priority of each (nil: weight 0)

@@ -47,7 +47,7 @@ func TestNoDrift(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := SshareOf(tree, vals)
+		out := shares.Of(tree, vals)
 		if alg == fairshare.AlgorithmClassic {
 			out = withoutLevelFS(out)
 		}
@@ -102,7 +102,7 @@ func TestFlagsChangedWithoutRestart(t *testing.T) {
 		wrong[i].LevelFS = math.NaN()
 	}
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Report = &Report{Out: withoutLevelFS(SshareOf(tree, wrong)), At: in.Computed}
+	in.Report = &Report{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
 	cl, err := Build(in)
 	if err != nil {
 		t.Fatal(err)
@@ -143,14 +143,14 @@ func TestClassicLag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := withoutLevelFS(SshareOf(tree, tree.ClassicLagged(prevRaw, 1)))
+	out := withoutLevelFS(shares.Of(tree, tree.ClassicLagged(prevRaw, 1)))
 	in := inputs(tree, fairshare.AlgorithmClassic)
 	in.Report = &Report{Out: out, At: in.Computed}
 	cl, _ := Build(in)
 	if drifts(cl)["formula/effective_usage"].Beyond == 0 {
 		t.Fatal("lagged report shows no drift without the previous usage: the test does not test")
 	}
-	prev := SshareOf(prevTree, prevTree.Classic(fairshare.ClassicOptions{Dampening: 1}))
+	prev := shares.Of(prevTree, prevTree.Classic(fairshare.ClassicOptions{Dampening: 1}))
 	in.Report.PrevRaw = drift.RawByKey(prev)
 	cl, _ = Build(in)
 	for k, d := range drifts(cl) {
@@ -172,7 +172,7 @@ func TestStaleReportWithdrawn(t *testing.T) {
 	e.served["c"] = &served{last: inputs(tree, fairshare.AlgorithmFairTree)}
 	e.sources = map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}}
 	at := now.Add(-10 * time.Minute)
-	e.report = &Reading{Out: SshareOf(tree, tree.FairTree()), At: at}
+	e.report = &Reading{Out: shares.Of(tree, tree.FairTree()), At: at}
 	e.served["c"].reportDB, e.served["c"].reportFor = tree, at
 	e.publish()
 	cl := col.Current().Clusters[0]
@@ -198,7 +198,7 @@ func TestStaleReportWithdrawn(t *testing.T) {
 func TestNotYetComputed(t *testing.T) {
 	tree := fairshare.Synthetic(200, 4, 2)
 	for _, blank := range []bool{true, false} {
-		out := SshareOf(tree, tree.FairTree())
+		out := shares.Of(tree, tree.FairTree())
 		for i := range out.Rows {
 			r := &out.Rows[i]
 			if r.User != "" {
@@ -232,7 +232,7 @@ func TestReportMemo(t *testing.T) {
 	reported := fairshare.Synthetic(300, 4, 4) // other usage: usage drift
 	in := inputs(tree, fairshare.AlgorithmFairTree)
 	memo := &ReportMemo{}
-	in.Report = &Report{Out: SshareOf(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
+	in.Report = &Report{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
 	first, err := Build(in)
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func TestReportBeforeSettingsChange(t *testing.T) {
 // new boot, and a fault is judged again after it.
 func TestSettlingAfterRestart(t *testing.T) {
 	tree := fairshare.Synthetic(300, 4, 5)
-	base := SshareOf(tree, tree.FairTree())
+	base := shares.Of(tree, tree.FairTree())
 	decayed := func(f float64) *shares.Table {
 		o := *base
 		o.Rows = slices.Clone(base.Rows)
@@ -144,7 +144,7 @@ func TestSettlingAfterRestart(t *testing.T) {
 	}
 
 	// a report with another algorithm's factors: flagged unless settling
-	wrong := SshareOf(tree, tree.Classic(fairshare.ClassicOptions{Dampening: 1}))
+	wrong := shares.Of(tree, tree.Classic(fairshare.ClassicOptions{Dampening: 1}))
 	for _, settling := range []bool{false, true} {
 		in := inputs(tree, fairshare.AlgorithmFairTree)
 		in.Report = &Report{Out: wrong, At: in.Computed, Settling: settling}

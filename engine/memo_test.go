@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // associations is a copy of t's associations.
@@ -62,7 +63,7 @@ func TestBuildMemo(t *testing.T) {
 		{"report", func(in *Inputs) {
 			r := *in.Report
 			r.Memo = &ReportMemo{}
-			r.Out = SshareOf(in.Tree, in.Tree.FairTree())
+			r.Out = shares.Of(in.Tree, in.Tree.FairTree())
 			in.Report = &r
 		}},
 		{"no report", func(in *Inputs) { in.Report = nil }},

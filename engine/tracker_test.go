@@ -6,6 +6,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 )
 
@@ -64,7 +65,7 @@ func TestPassMemory(t *testing.T) {
 	boot := time.Unix(1_800_000_000, 0)
 	pass := boot.Add(17 * time.Second)
 	tree := fairshare.Synthetic(20, 3, 1)
-	table := SshareOf(tree, tree.FairTree())
+	table := shares.Of(tree, tree.FairTree())
 	read := func(at, boot time.Time) *Reading {
 		return &Reading{Out: table, Raw: drift.RawByKey(table), Start: at, End: at.Add(time.Second), At: at.Add(time.Second / 2), Boot: boot}
 	}
