@@ -11,6 +11,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/explain"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 )
 
@@ -52,35 +53,49 @@ func (c *explainCmd) Run(env *runEnv) error {
 	if !whatIfMode && (c.User == "") == (c.Job == 0) {
 		return fmt.Errorf("explain: expected --user or --job, one of them")
 	}
-	if c.Demo {
-		demo := &slurmconf.Config{ClusterName: "demo", PriorityType: "priority/multifactor", PriorityCalcPeriod: 5 * time.Minute}
-		return c.explain(env, engine.DemoExplained(at, c.DemoAssociations), demo, at)
-	}
-	set, err := cli.NewSetup(env.log, &c.DBFlags, &c.SlurmFlags)
-	if err != nil {
-		return err
-	}
-	conf, name := set.Conf, set.Cluster(c.Cluster)
+	opts := []engine.Option{engine.WithLogger(cli.OneShot(env.log)), engine.WithTolerance(drift.DefaultTolerance),
+		engine.WithMaui(c.Config(), c.MauiInterval), engine.WithWhatIf()}
+	var conf *slurmconf.Config
+	var name, dsn string
 	var out *shares.Table
-	if c.At == "" && name == conf.ClusterName && !whatIfMode {
-		if out, err = c.Report(ctx, env.log, c.SlurmConf); err != nil {
-			env.log.Warn().Err(err).Msg("what Slurm reports is unknown")
-			out = nil
-		}
-	}
-	opts := []engine.Option{engine.WithLogger(cli.OneShot(env.log)), engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.StateDir),
-		engine.WithTolerance(drift.DefaultTolerance), engine.WithMaui(c.Config(), c.MauiInterval), engine.WithWhatIf()}
-	switch {
-	case out != nil:
-		opts = append(opts, engine.WithBootTime(c.BootTime(c.SlurmConf)))
-	case c.SlurmctldConfigFile != "":
-		boot, err := c.Saved()
+	if c.Demo {
+		// serve --demo's cluster, as it stands at at
+		sc, err := sim.New(sim.Config{Associations: c.DemoAssociations, Speed: 1, History: sim.History, Seed: 1, Start: at})
 		if err != nil {
 			return err
 		}
-		opts = append(opts, engine.WithBootTime(boot))
+		conf, name = sc.Conf(), sim.Name
+		opts = append(opts, engine.WithSource(simSource{sc}), engine.WithClock(engine.Clock{Now: sc.Now, Speed: 1}), engine.WithBootTime(sc.Boot))
+		if !whatIfMode {
+			if out, err = sc.Report(ctx); err != nil {
+				return err
+			}
+		}
+	} else {
+		set, err := cli.NewSetup(env.log, &c.DBFlags, &c.SlurmFlags)
+		if err != nil {
+			return err
+		}
+		conf, name, dsn = set.Conf, set.Cluster(c.Cluster), set.DSN
+		if c.At == "" && name == conf.ClusterName && !whatIfMode {
+			if out, err = c.Report(ctx, env.log, c.SlurmConf); err != nil {
+				env.log.Warn().Err(err).Msg("what Slurm reports is unknown")
+				out = nil
+			}
+		}
+		opts = append(opts, engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.StateDir))
+		switch {
+		case out != nil:
+			opts = append(opts, engine.WithBootTime(c.BootTime(c.SlurmConf)))
+		case c.SlurmctldConfigFile != "":
+			boot, err := c.Saved()
+			if err != nil {
+				return err
+			}
+			opts = append(opts, engine.WithBootTime(boot))
+		}
 	}
-	e := engine.New(conf, set.DSN, opts...)
+	e := engine.New(conf, dsn, opts...)
 	defer e.Close()
 	in, err := e.Refresh(ctx, name, at)
 	if err != nil {

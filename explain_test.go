@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/explain"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 )
 
 // TestForecastFlags: --forecast takes an optional threshold; bad values
@@ -44,17 +46,31 @@ func TestForecastFlags(t *testing.T) {
 }
 
 // TestExplainDemo: explain --demo answers --user with a forecast, --job and
-// --what-if on serve --demo's cluster, with no database or Slurm.
+// --what-if on serve --demo's cluster (sim), with no database or Slurm; at
+// a given moment the simulation is the same every time, so the test reads
+// its busiest user and a pending job from it.
 func TestExplainDemo(t *testing.T) {
-	in := engine.DemoExplained(time.Now(), engine.DemoAssociations)
-	user := ""
-	for i := range in.Tree.Len() {
-		if a := in.Tree.Association(i); a.IsUser() && a.RawUsage > 0 {
-			user = a.User
-			break
+	at := time.Unix(1_800_000_000, 0)
+	sc, err := sim.New(sim.Config{Associations: engine.DemoAssociations, Speed: 1, History: sim.History, Seed: 1, Start: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := sc.Report(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, most := "", 0.0
+	for _, r := range report.Rows {
+		if r.User != "" && r.RawUsage > most {
+			user, most = r.User, r.RawUsage
 		}
 	}
-	code, out, stderr := runCLI(t, "explain", "--demo", "--user", user, "--forecast", "--output", "json")
+	pending, err := sc.PendingJobs(t.Context(), at)
+	if err != nil || len(pending) == 0 {
+		t.Fatalf("no pending job in the demo (%v)", err)
+	}
+	when := strconv.FormatInt(at.Unix(), 10)
+	code, out, stderr := runCLI(t, "explain", "--demo", "--at", when, "--user", user, "--forecast", "--output", "json")
 	var exps []explain.Explanation
 	if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil || len(exps) == 0 || exps[0].Forecast == nil {
 		t.Fatalf("explain --demo --user %s --forecast: exit %d, %v: %s %s", user, code, err, out, stderr)
@@ -62,8 +78,9 @@ func TestExplainDemo(t *testing.T) {
 	if f := exps[0].Forecast; len(f.Points) < 6 || !strings.Contains(strings.Join(f.Assumptions, " "), "running jobs") {
 		t.Errorf("forecast: %d points, assumptions %q", len(f.Points), f.Assumptions)
 	}
-	if code, out, stderr := runCLI(t, "explain", "--demo", "--job", "1000"); code != 0 || !strings.Contains(out, "fairshare") {
-		t.Errorf("explain --demo --job 1000: exit %d: %s %s", code, out, stderr)
+	job := strconv.Itoa(int(pending[0].ID))
+	if code, out, stderr := runCLI(t, "explain", "--demo", "--at", when, "--job", job); code != 0 || !strings.Contains(out, "fairshare") {
+		t.Errorf("explain --demo --job %s: exit %d: %s %s", job, code, out, stderr)
 	}
 	acct := exps[0].Path[len(exps[0].Path)-2].Account
 	if code, out, stderr := runCLI(t, "explain", "--demo", "--what-if", acct+"=1000"); code != 0 || !strings.Contains(out, acct) {

@@ -400,11 +400,12 @@ func TestServeRealSlurm(t *testing.T) {
 	t.Logf("soak: alerts seen %v; of the restart's few seconds without a report, under rules read in seconds: %v", seen, restartAlerts)
 	// a real install, default flags: every bundled panel has data, as
 	// on the demo (TestDashboards)
-	checked, problems := checkDashboards(t, prom.url, readDashboards(t, "../dashboards"))
+	// (panels that say they may be empty on a healthy cluster may be)
+	checked, problems := checkDashboards(t, prom.url, readDashboards(t, "../dashboards"), time.Now(), func(string) bool { return true })
 	for _, p := range problems {
 		t.Errorf("dashboards on real Slurm: %s", p)
 	}
-	t.Logf("dashboards on real Slurm: %d panel queries", checked)
+	t.Logf("dashboards on real Slurm: %d panel queries", len(checked))
 	if m[series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")] <= 0 {
 		t.Errorf("no reported usage for alice after %v of her job", soak)
 	}

@@ -12,11 +12,14 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
-// DemoAssociations is the default size of the demo cluster.
+// DemoAssociations is the default size of the demo cluster (serve --demo,
+// explain --demo: sim/).
 const DemoAssociations = 400
 
-// Demo is a snapshot of a synthetic Fair Tree cluster, "demo", for serve
-// --demo, built by the same code as a real one: the database side is a
+// Demo is one fixed snapshot of a synthetic Fair Tree cluster, "demo", for
+// the collector's and the rules' tests and benchmarks (serve --demo runs
+// the production loop over sim/ instead), built by the same code as a
+// real one: the database side is a
 // synthetic tree with usage; the reported side is what slurmctld would
 // report for the same tree after losing one user's usage (as after a
 // reset or lost state), so the drift metrics have something to show.
@@ -153,28 +156,4 @@ func sumSubtrees(assocs []fairshare.Association) {
 	for i := len(assocs) - 1; i > 0; i-- {
 		assocs[assocs[i].Parent].RawUsage += assocs[i].RawUsage
 	}
-}
-
-// DemoExplained is the demo cluster as explain sees it (explain --demo),
-// with what the recovery forecast assumes: each user keeps the usage rate
-// that holds its decayed usage where it stands (usage·ln2/HalfLife: what
-// a steady user charges), and one user in ten has a 64-billing job running
-// for another six hours.
-func DemoExplained(now time.Time, n int) *Inputs {
-	in := demoInputs(now, n)
-	t := in.Tree
-	in.ForecastWindow = 7 * 24 * time.Hour
-	in.ForecastRate = make([]float64, t.Len())
-	at := float64(now.Unix())
-	for i := range t.Len() {
-		a := t.Association(i)
-		if !a.IsUser() {
-			continue
-		}
-		in.ForecastRate[i] = a.RawUsage * math.Ln2 / in.Passes.HalfLife
-		if i%10 == 0 {
-			in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: 64, Start: at - 3600, End: at + 6*3600})
-		}
-	}
-	return in
 }

@@ -12,6 +12,7 @@
 package sim
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -105,6 +106,7 @@ type Cluster struct {
 	tables slurmdbd.Tables
 	tree   *fairshare.Tree // the structure: index i is Assocs[i], id_assoc i+1
 	users  []*user
+	queue  byNext // the users, soonest transition first
 
 	// slurmctld: usage_raw of each user association, its last decay
 	// pass and boot, and the faults in effect
@@ -194,6 +196,22 @@ func (s *Cluster) build() {
 			s.users = append(s.users, u)
 		}
 	}
+	s.queue = slices.Clone(s.users)
+	heap.Init(&s.queue)
+}
+
+// byNext is a heap of users by their next transition.
+type byNext []*user
+
+func (h byNext) Len() int           { return len(h) }
+func (h byNext) Less(i, j int) bool { return h[i].next < h[j].next }
+func (h byNext) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *byNext) Push(x any)        { *h = append(*h, x.(*user)) }
+func (h *byNext) Pop() any {
+	old := *h
+	u := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return u
 }
 
 // advance simulates up to to: every job transition, decay pass and
@@ -204,15 +222,15 @@ func (s *Cluster) advance(to int64) {
 		if !s.faults[FaultStalledRollup] {
 			next = min(next, s.tables.LastRan.Hourly+3600)
 		}
-		for _, u := range s.users {
-			next = min(next, u.next)
+		if len(s.queue) > 0 {
+			next = min(next, s.queue[0].next)
 		}
 		next = max(next, s.t)
 		s.setFaults(next)
-		for _, u := range s.users {
-			if u.next <= next {
-				s.step(u, next)
-			}
+		for len(s.queue) > 0 && s.queue[0].next <= next {
+			u := s.queue[0]
+			s.step(u, next)
+			heap.Fix(&s.queue, 0)
 		}
 		if next >= s.lastPass+s.period {
 			s.pass(next)
