@@ -86,7 +86,7 @@ load:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	$(GO) test -count=1 -run '^TestLoadTLSBasicAuth$$' -v ./e2e | grep -E 'load_test|^(ok|FAIL|---)'
 
-## demo: serve the bundled synthetic cluster (serve --demo) on :10819 and show some of its metrics
+## demo: serve the bundled simulated cluster (serve --demo: the refresh loop over simulated jobs, passes, rollups and faults) on :10819, show some of its metrics and what to look at
 demo: build
 	./scripts/demo.sh ./$(BIN)
 

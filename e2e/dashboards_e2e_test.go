@@ -46,6 +46,7 @@ const (
 // ones that cannot (shares, settings, counts of a fixed tree) are named.
 func TestDashboards(t *testing.T) {
 	testenv.Require(t, []string{"prometheus"}, []string{"prometheus"})
+	t.Parallel() // no Slurm: beside the replays
 	boards := readDashboards(t, "../dashboards")
 	s := startServe(t, os.Environ(), "--demo")
 	p := startPrometheus(t, strings.TrimPrefix(s.url, "http://"))

@@ -24,7 +24,8 @@ var demoAlerts = []string{"UsageDrift", "FairshareDriftHigh", "RollupStalled"}
 // rollup passes RollupStalled's two hours within the fault.
 func TestDemoAlerts(t *testing.T) {
 	testenv.Require(t, []string{"prometheus"}, []string{"prometheus"})
-	const interval, duration = 45 * time.Second, 110 * time.Second
+	t.Parallel() // no Slurm: beside the replays
+	const interval, duration = 40 * time.Second, 100 * time.Second
 	start := time.Now()
 	s := startServe(t, os.Environ(), "--demo", "--demo.speed", "120", "--demo.fault-interval", interval.String(),
 		"--demo.fault-duration", duration.String(), "--refresh-interval", "5s")

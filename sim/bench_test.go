@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkNew11k: the demo's start at 11,112 associations (serve --demo
-// --demo.associations 11112, as the load test runs it): 72 hours of jobs,
+// --demo.associations 11112, as the load test runs it): 14 days of jobs,
 // passes and rollups simulated.
 func BenchmarkNew11k(b *testing.B) {
 	for b.Loop() {
