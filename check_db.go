@@ -37,17 +37,11 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	}
 	conf := set.Conf
 	opts := []engine.Option{engine.WithLogger(cli.OneShot(env.log)), engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.StateDir)}
-	// slurmctld's boot time orders tied Fair Tree siblings as it does;
-	// without it (sshare output from a file alone) ties allow their rank
-	// range
-	switch {
-	case len(c.SshareFile) == 0:
-		opts = append(opts, engine.WithBootTime(c.BootTime(c.SlurmConf)))
-	case c.SlurmctldConfigFile != "":
-		boot, err := c.Saved()
-		if err != nil {
-			return err
-		}
+	boot, err := cli.BootSource(len(c.SshareFile) == 0, &c.ReportedTimeoutFlag, &c.SavedBoot, c.SlurmConf)
+	if err != nil {
+		return err
+	}
+	if boot != nil {
 		opts = append(opts, engine.WithBootTime(boot))
 	}
 	reported, r, err := c.readReported(ctx, conf, set.StateDir)

@@ -65,7 +65,7 @@ func (c *explainCmd) Run(env *runEnv) error {
 			return err
 		}
 		conf, name = sc.Conf(), sim.Name
-		opts = append(opts, engine.WithSource(simSource{sc}), engine.WithClock(engine.Clock{Now: sc.Now, Speed: 1}), engine.WithBootTime(sc.Boot))
+		opts = append(opts, engine.WithSource(cli.SimSource(sc)), engine.WithClock(engine.Clock{Now: sc.Now, Speed: 1}), engine.WithBootTime(sc.Boot))
 		if !whatIfMode {
 			if out, err = sc.Report(ctx); err != nil {
 				return err
@@ -84,14 +84,11 @@ func (c *explainCmd) Run(env *runEnv) error {
 			}
 		}
 		opts = append(opts, engine.WithQueryTimeout(c.DBTimeout), engine.WithStateDir(set.StateDir))
-		switch {
-		case out != nil:
-			opts = append(opts, engine.WithBootTime(c.BootTime(c.SlurmConf)))
-		case c.SlurmctldConfigFile != "":
-			boot, err := c.Saved()
-			if err != nil {
-				return err
-			}
+		boot, err := cli.BootSource(out != nil, &c.ReportedTimeoutFlag, &c.SavedBoot, c.SlurmConf)
+		if err != nil {
+			return err
+		}
+		if boot != nil {
 			opts = append(opts, engine.WithBootTime(boot))
 		}
 	}

@@ -255,26 +255,12 @@ func (s *serveCmd) demo(ctx context.Context, env *runEnv, col *collector.Collect
 	clock := engine.Clock{Now: c.Now, Speed: s.DemoSpeed}
 	tc := s.tracker(c.Conf())
 	tc.Read, tc.BootTime, tc.Clock = c.Report, c.Boot, clock
-	opts := append(s.options(env.log), engine.WithSource(simSource{c}), engine.WithClock(clock), engine.WithTracker(engine.NewTracker(tc)))
+	opts := append(s.options(env.log), engine.WithSource(cli.SimSource(c)), engine.WithClock(clock), engine.WithTracker(engine.NewTracker(tc)))
 	l := engine.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
 	go l.Run(ctx)
 	env.log.Info().Float64("speed", s.DemoSpeed).Dur("fault_interval", s.DemoFaultInterval).Dur("fault_duration", s.DemoFaultDuration).
 		Msg("serving the simulated demo cluster")
 	return s.listen(ctx, env, col, l.Ready)
-}
-
-// simSource is the simulation as the engine's source.
-type simSource struct{ c *sim.Cluster }
-
-func (s simSource) Clusters(ctx context.Context) ([]string, error) { return s.c.Clusters(ctx) }
-func (s simSource) Close() error                                   { return s.c.Close() }
-
-func (s simSource) Cluster(ctx context.Context, name string) (engine.ClusterSource, error) {
-	c, err := s.c.Cluster(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // listen serves col until ctx ends.

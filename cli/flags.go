@@ -134,6 +134,21 @@ func (s *SavedBoot) Saved() (func(context.Context) (time.Time, error), error) {
 	return nil, fmt.Errorf("--slurmctld.config-file %s: %w", s.SlurmctldConfigFile, err)
 }
 
+// BootSource is where a command that computes once learns slurmctld's
+// boot time, which orders tied Fair Tree siblings as slurmctld does: from
+// scontrol when it reads slurmctld now (live), else from
+// --slurmctld.config-file when given, else nowhere (nil: ties allow
+// their rank range).
+func BootSource(live bool, r *ReportedTimeoutFlag, s *SavedBoot, slurmConf string) (func(context.Context) (time.Time, error), error) {
+	switch {
+	case live:
+		return r.BootTime(slurmConf), nil
+	case s.SlurmctldConfigFile != "":
+		return s.Saved()
+	}
+	return nil, nil
+}
+
 // OneShot is the logger of a command that computes once: what serve
 // logs at info (restoring state, each refresh) is noise there.
 func OneShot(log zerolog.Logger) zerolog.Logger {

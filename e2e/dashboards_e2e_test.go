@@ -113,7 +113,7 @@ var staticPanels = map[string]string{
 	"Algorithm mismatch": "0 while healthy", "Associations beyond tolerance": "0 while healthy",
 	"Beyond tolerance: formula": "0 while healthy", "Beyond tolerance: usage": "0 while healthy",
 	"Associations left out": "0: the demo is under --collector.max-associations",
-	"Usage losses": "0 while healthy", "Last usage losses": "empty while healthy",
+	"Usage losses":          "0 while healthy", "Last usage losses": "empty while healthy",
 	// Fair Tree's factor is a rank: its distribution is the same at every
 	// moment, a user's moves only when the order changes
 	"Factor distribution": "Fair Tree ranks", "Median user factor": "Fair Tree ranks",
