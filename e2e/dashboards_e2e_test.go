@@ -107,18 +107,28 @@ func emptyBeforeFaults(panel string) bool { return panel == "Last usage losses" 
 // move, and why; every other panel's must.
 var staticPanels = map[string]string{
 	// the tree's size, its settings, the sources' health
-	"Accounts": "a fixed tree", "User associations": "a fixed tree", "Clusters read": "one cluster",
-	"Sources up": "up", "Reported source up": "up", "Stage errors": "0 while healthy",
+	"Accounts":           "a fixed tree",
+	"User associations":  "a fixed tree",
+	"Clusters read":      "one cluster",
+	"Sources up":         "up",
+	"Reported source up": "up",
+	"Stage errors":       "0 while healthy",
 	// drift and losses: 0 until the first fault (TestDemoAlerts)
-	"Algorithm mismatch": "0 while healthy", "Associations beyond tolerance": "0 while healthy",
-	"Beyond tolerance: formula": "0 while healthy", "Beyond tolerance: usage": "0 while healthy",
-	"Associations left out": "0: the demo is under --collector.max-associations",
-	"Usage losses":          "0 while healthy", "Last usage losses": "empty while healthy",
+	"Algorithm mismatch":            "0 while healthy",
+	"Associations beyond tolerance": "0 while healthy",
+	"Beyond tolerance: formula":     "0 while healthy",
+	"Beyond tolerance: usage":       "0 while healthy",
+	"Associations left out":         "0: the demo is under --collector.max-associations",
+	"Usage losses":                  "0 while healthy",
+	"Last usage losses":             "empty while healthy",
 	// Fair Tree's factor is a rank: its distribution is the same at every
 	// moment, a user's moves only when the order changes
-	"Factor distribution": "Fair Tree ranks", "Median user factor": "Fair Tree ranks",
-	"Fairshare factor": "Fair Tree rank", "Rank among all users (Fair Tree)": "Fair Tree rank",
-	"Lowest fairshare factors": "Fair Tree ranks", "Ranks of the users under $account": "Fair Tree ranks",
+	"Factor distribution":               "Fair Tree ranks",
+	"Median user factor":                "Fair Tree ranks",
+	"Fairshare factor":                  "Fair Tree rank",
+	"Rank among all users (Fair Tree)":  "Fair Tree rank",
+	"Lowest fairshare factors":          "Fair Tree ranks",
+	"Ranks of the users under $account": "Fair Tree ranks",
 }
 
 // grafanaDashboard is what the test reads of a dashboard's JSON.
