@@ -22,21 +22,37 @@ var demoAlerts = []string{"UsageDrift", "FairshareDriftHigh", "RollupStalled"}
 // and fills the last losses' table. The demo's clock runs 120 times the
 // wall's (a decay pass every 2.5 s, an hour in 30 s) so that a stalled
 // rollup passes RollupStalled's two hours within the fault.
+//
+// With SLURMDBD_EXPORTER_DEMO_LIVE=1 (make demo-alerts, part of make
+// test-live) it runs the demo with default flags under the shipped rules
+// as they are, their for: in minutes: about 95 minutes.
 func TestDemoAlerts(t *testing.T) {
 	testenv.Require(t, []string{"prometheus"}, []string{"prometheus"})
 	t.Parallel() // no Slurm: beside the replays
-	const interval, duration = 40 * time.Second, 100 * time.Second
+	interval, duration := 40*time.Second, 100*time.Second
+	args := []string{"--demo", "--demo.speed", "120", "--demo.fault-interval", interval.String(),
+		"--demo.fault-duration", duration.String(), "--refresh-interval", "5s"}
+	var rules []byte
+	slack := 90 * time.Second
+	if os.Getenv("SLURMDBD_EXPORTER_DEMO_LIVE") != "" {
+		interval, duration, args, slack = 15*time.Minute, 40*time.Minute, []string{"--demo"}, 20*time.Minute
+		var err error
+		if rules, err = os.ReadFile("../dashboards/prometheus/rules.yml"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		rules = fastRules(t)
+	}
 	start := time.Now()
-	s := startServe(t, os.Environ(), "--demo", "--demo.speed", "120", "--demo.fault-interval", interval.String(),
-		"--demo.fault-duration", duration.String(), "--refresh-interval", "5s")
-	p := startPrometheus(t, strings.TrimPrefix(s.url, "http://"))
+	s := startServe(t, os.Environ(), args...)
+	p := startPrometheusRules(t, strings.TrimPrefix(s.url, "http://"), rules)
 	waitEvaluated(t, p)
 	time.Sleep(time.Until(start.Add(interval - 5*time.Second)))
 	if seen := p.alertsSince(start); len(seen) > 0 {
 		t.Errorf("healthy demo: Prometheus saw alerts %v", seen)
 	}
 	fired, resolved := map[string]bool{}, map[string]bool{}
-	deadline := start.Add(time.Duration(len(demoAlerts))*interval + duration + 90*time.Second)
+	deadline := start.Add(time.Duration(len(demoAlerts))*interval + duration + slack)
 	for len(resolved) < len(demoAlerts) && time.Now().Before(deadline) {
 		as, err := p.alerts()
 		if err != nil {

@@ -48,9 +48,15 @@ func fastRules(t *testing.T) []byte {
 // fast rules every 2 s.
 func startPrometheus(t *testing.T, target string) *promServer {
 	t.Helper()
+	return startPrometheusRules(t, target, fastRules(t))
+}
+
+// startPrometheusRules is startPrometheus evaluating rules.
+func startPrometheusRules(t *testing.T, target string, rules []byte) *promServer {
+	t.Helper()
 	testenv.Require(t, []string{"prometheus"}, []string{"prometheus"})
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), fastRules(t), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), rules, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	conf := fmt.Sprintf(`global:
