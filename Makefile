@@ -19,7 +19,7 @@ MEASURED  := TestPassSchedule
 LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
 RELEASES ?= 22.05 24.11 26.05
 
-.PHONY: build test test-live record passes test-short bench bench-scale soak load demo dashboards package lint golden fuzz clean
+.PHONY: build test test-live record passes demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -30,13 +30,15 @@ test:
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
 
-## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), then the soak for 10 minutes: before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
+## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
 test-live:
-	@$(MAKE) --no-print-directory record LOG=test-live.log || status=1; \
+	@$(MAKE) --no-print-directory demo-alerts > demo-alerts.log 2>&1 & demo=$$!; \
+	$(MAKE) --no-print-directory record LOG=test-live.log || status=1; \
 	$(MAKE) --no-print-directory passes >> test-live.log 2>&1 || status=1; \
 	echo "soak on Slurm 22.05"; : > soak.log; \
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-10m} $(GO) test -count=1 -timeout 60m -v -run '^TestServeRealSlurm$$' ./e2e > soak.log 2>&1 || status=1; \
-	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; exit $${status:-0}
+	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; \
+	echo "demo alerts, shipped rules as they are"; wait $$demo || status=1; cat demo-alerts.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)|fired|resolved' demo-alerts.log; rm -f demo-alerts.log; exit $${status:-0}
 
 ## record: rewrite testdata/recordings from the live tests, on each of RELEASES in turn (root; 25 to 35 minutes a release); log in LOG
 LOG ?= record.log
@@ -53,6 +55,10 @@ passes:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	@SLURMDBD_EXPORTER_PASS_WATCH=$(PASS_WATCH) SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 0 -parallel 3 -v -run '^TestPassSchedule$$' ./e2e > passes.log 2>&1; \
 	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|passes:|_test.go' passes.log; rm -f passes.log; exit $$status
+
+## demo-alerts: serve --demo with default flags under Prometheus with the shipped rules as they are (for: in minutes): quiet while healthy, then UsageDrift, FairshareDriftHigh and RollupStalled fire and resolve with the demo's faults, UsageLost fires (about 95 minutes; run beside make record by make test-live)
+demo-alerts:
+	SLURMDBD_EXPORTER_DEMO_LIVE=1 $(GO) test -count=1 -timeout 130m -v -run '^TestDemoAlerts$$' ./e2e
 
 ## test-short: unit tests only, no real Slurm
 test-short:
@@ -89,6 +95,11 @@ load:
 ## demo: serve the bundled simulated cluster (serve --demo: the refresh loop over simulated jobs, passes, rollups and faults) on :10819, show some of its metrics and what to look at
 demo: build
 	./scripts/demo.sh ./$(BIN)
+
+## demo-tour: the demo after ten minutes (docs/dashboards.md): serve --demo scraped by Debian's prometheus with the shipped rules for MINUTES (default 10), then every dashboard panel's value now and over the run, the alerts pending or firing at any evaluation, machine, date and commit
+MINUTES ?= 10
+demo-tour: build
+	./scripts/demo-tour.py ./$(BIN) --minutes $(MINUTES)
 
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
