@@ -12,13 +12,14 @@
 package sim
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing/fstest"
 	"time"
@@ -325,7 +326,7 @@ func (s *Cluster) rollup(to int64) {
 				sums[j.Assoc] += billing * float64(hi-lo)
 			}
 		}
-		for _, id := range slices.Sorted(mapsKeys(sums)) {
+		for _, id := range slices.Sorted(maps.Keys(sums)) {
 			s.tables.Hours = append(s.tables.Hours, usage.Row{Assoc: id, TRES: 5, Start: h, AllocSecs: sums[id]})
 		}
 	}
@@ -373,7 +374,7 @@ func (s *Cluster) fault(f string, on bool, t int64) {
 	ev := s.c.Log.Info().Str("fault", f).Time("simulated", time.Unix(t, 0))
 	if f == FaultLostUsage {
 		if on {
-			s.lost = slices.MaxFunc(s.users, func(a, b *user) int { return cmpFloat(s.usage[a.i], s.usage[b.i]) }).i
+			s.lost = slices.MaxFunc(s.users, func(a, b *user) int { return cmp.Compare(s.usage[a.i], s.usage[b.i]) }).i
 			s.lostAmt, s.usage[s.lost] = s.usage[s.lost], 0
 			a := s.tree.Association(s.lost)
 			ev = ev.Str("account", a.Account).Str("user", a.User).Float64("raw_usage", s.lostAmt)
@@ -389,26 +390,6 @@ func (s *Cluster) fault(f string, on bool, t int64) {
 	}
 }
 
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func mapsKeys(m map[uint32]float64) func(func(uint32) bool) {
-	return func(yield func(uint32) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // at advances the simulation to the simulated clock's moment and
 // returns it.
 func (s *Cluster) at() int64 {
@@ -419,24 +400,10 @@ func (s *Cluster) at() int64 {
 	return s.t
 }
 
-// Faulty reports the faults in effect now.
-func (s *Cluster) Faulty() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.at()
-	var out []string
-	for _, f := range Faults {
-		if s.faults[f] {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // Boot is when slurmctld started (scontrol show config's BOOT_TIME).
 func (s *Cluster) Boot(context.Context) (time.Time, error) { return time.Unix(s.boot, 0), nil }
 
 // describe is for errors: the cluster's name and moment.
 func (s *Cluster) describe() string {
-	return fmt.Sprintf("simulated cluster %s at %s", Name, strings.TrimSpace(time.Unix(s.t, 0).UTC().Format(time.RFC3339)))
+	return fmt.Sprintf("simulated cluster %s at %s", Name, time.Unix(s.t, 0).UTC().Format(time.RFC3339))
 }
