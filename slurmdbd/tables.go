@@ -1,6 +1,7 @@
 package slurmdbd
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -50,7 +51,7 @@ func (t *Tables) Snapshot(at time.Time, ref *Refresher) (*Snapshot, error) {
 		}
 	}
 	if len(in.Hours) > 0 {
-		in.HoursFrom = float64(slices.MinFunc(in.Hours, func(a, b usage.Row) int { return int(a.Start - b.Start) }).Start)
+		in.HoursFrom = float64(slices.MinFunc(in.Hours, func(a, b usage.Row) int { return cmp.Compare(a.Start, b.Start) }).Start)
 	}
 	for _, j := range t.Jobs {
 		switch {
