@@ -254,7 +254,7 @@ func (s *serveCmd) demo(ctx context.Context, env *runEnv, col *collector.Collect
 	}
 	clock := engine.Clock{Now: c.Now, Speed: s.DemoSpeed}
 	tc := s.tracker(c.Conf())
-	tc.Read, tc.BootTime, tc.Clock = c.Report, c.Boot, clock
+	tc.Read, tc.BootTime = c.Report, c.Boot
 	opts := append(s.options(env.log), engine.WithSource(cli.SimSource(c)), engine.WithClock(clock), engine.WithTracker(engine.NewTracker(tc)))
 	l := engine.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
 	go l.Run(ctx)

@@ -120,7 +120,8 @@ func WithBootTime(f func(context.Context) (time.Time, error)) Option {
 
 // WithTracker gives the engine the reads of what slurmctld reports: the
 // pass phase they infer when the state file is unreadable, slurmctld's
-// boot, and (for Loop) the reports themselves.
+// boot, and (for Loop) the reports themselves. Its reads take their
+// moments from the engine's clock (WithClock).
 func WithTracker(t *Tracker) Option { return func(o *options) { o.tracker = t } }
 
 // New is an engine reading the database at dsn under conf's settings.
@@ -131,6 +132,9 @@ func New(conf *slurmconf.Config, dsn string, opts ...Option) *Engine {
 		opt(&e.o)
 	}
 	e.o.clock = e.o.clock.orWall()
+	if e.o.tracker != nil {
+		e.o.tracker.clock = e.o.clock // its reads' moments are the engine's
+	}
 	return e
 }
 

@@ -149,7 +149,7 @@ func (l *Loop) readReports(ctx context.Context, t *Tracker, out chan<- *Reading)
 			return
 		}
 		select {
-		case <-time.After(t.c.Clock.until(t.Next(r))):
+		case <-time.After(l.e.o.clock.until(t.Next(r))):
 		case <-ctx.Done():
 			return
 		}

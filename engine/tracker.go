@@ -23,6 +23,9 @@ type ReportFunc func(ctx context.Context) (*shares.Table, error)
 // one-pass lag) and the first read after it.
 type Tracker struct {
 	c TrackerConfig
+	// clock gives the reads' moments: the wall clock, or the Engine's
+	// it is given to (WithTracker, WithClock)
+	clock Clock
 
 	mu sync.Mutex
 	t  *drift.PhaseTracker
@@ -99,15 +102,11 @@ type TrackerConfig struct {
 	// hours; 0 for check, which brackets one pass a second apart and
 	// exits.
 	Confirm int
-	// Clock gives the reads' moments (default: the wall clock); the
-	// Engine's must be the same.
-	Clock Clock
 }
 
 // NewTracker is a tracker that has read nothing yet.
 func NewTracker(c TrackerConfig) *Tracker {
-	c.Clock = c.Clock.orWall()
-	return &Tracker{c: c, period: c.Period}
+	return &Tracker{c: c, period: c.Period, clock: Clock{}.orWall()}
 }
 
 // Reading is one read of the reported side, with its references.
@@ -202,9 +201,9 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 	if t.c.BootTime != nil {
 		r.Boot, r.BootErr = t.c.BootTime(rctx)
 	}
-	t0 := t.c.Clock.Now()
+	t0 := t.clock.Now()
 	r.Out, r.Err = t.c.Read(rctx)
-	t1 := t.c.Clock.Now()
+	t1 := t.clock.Now()
 	r.At, r.Start, r.End, r.Took = t0.Add(t1.Sub(t0)/2), t0, t1, time.Since(start)
 	if r.Err != nil {
 		return r
