@@ -41,12 +41,16 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	if boot != nil {
-		opts = append(opts, engine.WithBootTime(boot))
-	}
-	reported, r, err := c.readReported(ctx, conf, set.StateDir)
+	reported, r, err := c.readReported(ctx, conf, set.StateDir, boot)
 	if err != nil {
 		return err
+	}
+	switch {
+	case r != nil:
+		// the tracker asked it, once
+		opts = append(opts, engine.WithBootTime(func(context.Context) (time.Time, error) { return r.Boot, r.BootErr }))
+	case boot != nil:
+		opts = append(opts, engine.WithBootTime(boot))
 	}
 	d := check.Database{Reported: reported, Algorithm: check.Pick(c.Algorithm, conf.Algorithm()),
 		Tolerance: drift.Tolerance{Formula: c.FormulaTolerance, Usage: c.UsageTolerance, Factor: c.FactorTolerance}}
@@ -80,9 +84,10 @@ type liveRead struct {
 }
 
 // readReported reads what Slurm reports: from --sshare-file (r nil: its
-// moment is --at), or by running sshare, again and again across a decay
-// pass when its moment is unknown (--phase.wait).
-func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, stateDir string) (out *shares.Table, r *liveRead, err error) {
+// moment is --at), or by running sshare, across a decay pass when its
+// moment is unknown (--phase.wait), where slurmctld's boot (boot) says
+// when passes fall.
+func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, stateDir string, boot func(context.Context) (time.Time, error)) (out *shares.Table, r *liveRead, err error) {
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
@@ -101,7 +106,8 @@ func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, sta
 		wait = 0 // the state file says when passes fall
 	}
 	t := engine.NewTracker(engine.TrackerConfig{Read: func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, c.SlurmConf) },
-		Timeout: c.ReportedTimeout, Period: conf.PriorityCalcPeriod})
+		BootTime: boot, Timeout: c.ReportedTimeout, Period: conf.PriorityCalcPeriod, Interval: conf.PriorityCalcPeriod / 3})
+	t.SetConf(conf)
 	read, err := t.ReadAcrossPass(ctx, wait)
 	if err != nil {
 		return nil, nil, err

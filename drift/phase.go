@@ -22,14 +22,27 @@ type PhaseTracker struct {
 	// reads a second apart across one pass and exits, takes 0).
 	Confirm int
 
-	prev      phaseRead
-	haveRead  bool
+	prev     phaseRead
+	haveRead bool
+	// before are the starts of the two reads before prev: a read comes at
+	// least a period after the first of them, three a period at most
+	before    [2]time.Time
 	avgDur    time.Duration // typical read duration: the floor on how narrow a window can get
 	lo, hi    time.Time     // one occurrence of the window holding a pass
 	valid     bool
 	conflicts int // consecutive brackets that fit no occurrence of the window
 	// agreed counts brackets that fitted the window since it was made
 	agreed int
+	// prior: the window came from slurmctld's boot (SeedBoot), not from
+	// reads, and counts as known only once a bracket agrees with it
+	prior bool
+	// confirmed is the end of the last narrow bracket that agreed with the
+	// window: once pinned, reads confirm the phase once every
+	// confirmEvery periods (Next)
+	confirmed time.Time
+	// doubted: the last read contradicted the window (a bracket that fits
+	// none of its occurrences, or no pass seen across one)
+	doubted bool
 }
 
 type phaseRead struct {
@@ -49,25 +62,55 @@ func (p *PhaseTracker) Observe(start, end time.Time, usage uint64) {
 		p.avgDur += (dur - p.avgDur) / 8
 	}
 	prev, had := p.prev, p.haveRead
-	p.prev, p.haveRead = cur, true
-	// Equal usage is no evidence: a pass may change usage by less than the
-	// fingerprint resolves, or not at all on an idle cluster. A bracket longer
-	// than a period may hold a pass at any phase.
-	if !had || prev.usage == usage || end.Sub(prev.start) > p.Period {
+	if had {
+		p.before = [2]time.Time{p.before[1], prev.start}
+	}
+	p.prev, p.haveRead, p.doubted = cur, true, false
+	if !had || end.Sub(prev.start) > p.Period {
+		return // a bracket longer than a period may hold a pass at any phase
+	}
+	if prev.usage == usage {
+		// Equal usage is no evidence of where the pass is: a pass may
+		// change usage by less than the fingerprint resolves, or not at
+		// all on an idle cluster. But two reads just either side of the
+		// window that see none put it in doubt, as a conflicting bracket
+		// does (a restart moved the phase; the caller may ask
+		// slurmctld's boot), without a bracket to replace it with.
+		if p.valid && p.spans(prev.end, start) {
+			p.doubted = true
+			if p.conflicts++; p.conflicts >= 2 {
+				p.valid, p.conflicts = false, 0
+			}
+		}
 		return
 	}
 	p.bracket(prev.start, end)
 }
 
+// spans reports whether (a, b), less than half a period long, holds a
+// whole occurrence of the window.
+func (p *PhaseTracker) spans(a, b time.Time) bool {
+	if b.Sub(a) >= p.Period/2 {
+		return false
+	}
+	k := phaseFloor(b.Sub(p.hi), p.Period)
+	return p.lo.Add(k * p.Period).After(a)
+}
+
+// Doubted reports whether the last read contradicted the phase: a pass
+// outside the window, or none across it. A restart of slurmctld moves the
+// phase; so, rarely, does a change outside a pass.
+func (p *PhaseTracker) Doubted() bool { return p.doubted }
+
 // bracket folds in that a pass happened in (a, b].
 func (p *PhaseTracker) bracket(a, b time.Time) {
 	if !p.valid {
-		p.lo, p.hi, p.valid, p.agreed = a, b, true, 0
+		p.lo, p.hi, p.valid, p.agreed, p.prior = a, b, true, 0, false
 		return
 	}
 	k := phaseRound(phaseMid(a, b).Sub(phaseMid(p.lo, p.hi)), p.Period)
 	var lo, hi time.Time
-	found := false
+	found := 0
 	// When window and bracket are both wide, two shifts may overlap; their hull
 	// is looser than the union but keeps the window a single interval.
 	for j := k - 1; j <= k+1; j++ {
@@ -75,23 +118,35 @@ func (p *PhaseTracker) bracket(a, b time.Time) {
 		if h.Before(l) {
 			continue
 		}
-		if !found {
-			lo, found = l, true
+		if found == 0 {
+			lo = l
 		}
-		hi = h
+		hi, found = h, found+1
 	}
-	if found {
+	if found > 1 && hi.Sub(lo) >= p.hi.Sub(p.lo) {
+		return // a bracket across two occurrences that narrows nothing says nothing
+	}
+	if found > 0 {
 		// Kept at the bracket's occurrence so that shifts stay small.
 		p.lo, p.hi, p.conflicts = lo, hi, 0
-		p.agreed++
+		// it agrees when it overlaps one occurrence; a bracket wider
+		// than the window's gap overlaps any window, so the boot's
+		// counts as known only on a close one
+		if narrow := b.Sub(a) < p.Period/2; found == 1 && (narrow || !p.prior) {
+			p.agreed++
+		}
+		if b.Sub(a) < p.Period/2 {
+			p.confirmed = b
+		}
 		return
 	}
 	// One conflict is likely a change outside a pass (a job end charged under
 	// AccountingStorageEnforce=limits, an admin reset); two in a row mean the
 	// phase moved (slurmctld restarted).
 	p.conflicts++
+	p.doubted = true
 	if p.conflicts >= 2 {
-		p.lo, p.hi, p.conflicts, p.agreed = a, b, 0, 0
+		p.lo, p.hi, p.conflicts, p.agreed, p.prior = a, b, 0, 0, false
 	}
 }
 
@@ -103,7 +158,7 @@ func (p *PhaseTracker) bracket(a, b time.Time) {
 // restart moves it: usage is then judged against the whole period until
 // the new phase is found).
 func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Duration, ok bool) {
-	if !p.valid || p.conflicts > 0 || p.agreed < p.Confirm {
+	if !p.known() {
 		return time.Time{}, 0, false
 	}
 	m := phaseMid(p.lo, p.hi)
@@ -115,7 +170,36 @@ func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Durat
 // it across its restarts). Later brackets narrow it, or, if they do not
 // fit it, replace it as they would a window of the tracker's own.
 func (p *PhaseTracker) Seed(pass time.Time, uncertainty time.Duration) {
-	p.lo, p.hi, p.valid, p.conflicts, p.agreed = pass.Add(-uncertainty), pass.Add(uncertainty), true, 0, p.Confirm
+	p.lo, p.hi, p.valid, p.conflicts, p.agreed, p.prior = pass.Add(-uncertainty), pass.Add(uncertainty), true, 0, p.Confirm, false
+	p.confirmed = p.lo
+}
+
+// BootPhase is where slurmctld's passes fall after its boot, the window
+// SeedBoot starts from. Its decay thread starts as the priority plugin
+// loads, just after the boot, runs its first pass at once and the next
+// ones at absolute deadlines a period apart (_decay_thread,
+// priority_multifactor.c), each stamped with the whole second it woke
+// in: on the recordings of 22.05, 24.11 and 26.05
+// (testdata/recordings, TestBootPhase) every pass fell 0 or 1 s after
+// the boot modulo the period: a pass within 2 s of the boot, both
+// stamped in whole seconds.
+const BootPhase = 2 * time.Second
+
+// SeedBoot starts the tracker from slurmctld's boot: its passes fall
+// within BootPhase of boot modulo the period. It counts as known once a
+// bracket agrees (Pass), so that a slow start (a large tree loaded before
+// the plugin) costs reads, not a wrong phase.
+func (p *PhaseTracker) SeedBoot(boot time.Time) {
+	p.lo, p.hi, p.valid, p.conflicts, p.agreed, p.prior = boot, boot.Add(BootPhase), true, 0, 0, true
+}
+
+// known: the window holds the phase, as far as the reads tell.
+func (p *PhaseTracker) known() bool {
+	need := p.Confirm
+	if p.prior {
+		need = max(need, 1)
+	}
+	return p.valid && p.conflicts == 0 && p.agreed >= need
 }
 
 // Pinned reports whether the window is narrower than phaseTarget plus twice the
@@ -125,43 +209,82 @@ func (p *PhaseTracker) Pinned() bool {
 }
 
 // Next is when to read next, given the last read's start and end and the
-// regular interval. It is never earlier than lastEnd + phaseMinGap. Without a
-// window it reads fast to catch a first bracket; with a wide one it aims reads
-// at the window's edges and middle so each pass halves it; once pinned it reads
-// just before each pass (to check the phase holds) and just after (to report
-// fresh usage), else at the regular interval.
+// regular interval; never earlier than lastEnd + phaseMinGap, and at most
+// three reads a period while the phase is unknown (issue 33: each read of
+// sshare costs slurmctld an RPC and the host seconds of CPU at 10k
+// associations). Without a window it reads every third of a period to
+// catch a first bracket; with a wide one it reads before the window and at
+// its thirds, so that each pass narrows it to a third. Once pinned it
+// reads once a period, just after each pass, for fresh usage; every
+// confirmEvery periods the read after one pass moves to just before the
+// next, so that the pair either side of that pass confirms the phase (a
+// restart of slurmctld moves it) at the same one read a period. An
+// interval shorter than the period adds regular reads.
 func (p *PhaseTracker) Next(lastStart, lastEnd time.Time, interval time.Duration) time.Time {
 	earliest := lastEnd.Add(phaseMinGap)
-	fast := min(max(p.Period/10, time.Second), 30*time.Second)
-	limit := lastStart.Add(min(interval, fast))
-	if !p.valid {
-		return phaseLater(limit, earliest)
+	// capped: three reads a period at most, whatever the schedule
+	capped := func(t time.Time) time.Time {
+		if p.haveRead {
+			t = phaseLater(t, p.before[0].Add(p.Period))
+		}
+		return phaseLater(t, earliest)
 	}
-	pinned := p.Pinned()
-	if pinned {
-		limit = lastStart.Add(interval)
+	limit := lastStart.Add(min(interval, p.Period/3))
+	if !p.valid {
+		return capped(limit)
 	}
 	// The guard keeps a read's whole span (of about the last one's length) off
 	// the window's edge by more than the second a caller adds to the window
 	// (passes fall on whole seconds, and take a moment to show): a read
 	// closer to it could show either side of the pass.
 	guard := 1500*time.Millisecond + lastEnd.Sub(lastStart)
-	best := limit
-	k := phaseFloor(lastEnd.Sub(p.hi), p.Period) + 1 // first occurrence ending after lastEnd
-	for j := k - 1; j <= k+1; j++ {
-		lo, hi := p.lo.Add(j*p.Period), p.hi.Add(j*p.Period)
-		cands := []time.Time{lo.Add(-guard), hi.Add(guard)}
-		if !pinned {
-			cands = append(cands, phaseMid(lo, hi))
-		}
-		for _, c := range cands {
-			if !c.Before(earliest) && c.Before(best) {
-				best = c
+	occ := func(j time.Duration) (lo, hi time.Time) { return p.lo.Add(j * p.Period), p.hi.Add(j * p.Period) }
+	k := phaseFloor(earliest.Sub(p.hi.Add(guard)), p.Period) + 1 // the first occurrence to read after
+	lo, hi := occ(k)
+	switch {
+	case !p.Pinned():
+		// a pass after the last third is bracketed by that read and the
+		// next occurrence's first
+		w := hi.Sub(lo)
+		for i, c := range []time.Time{lo.Add(-guard), lo.Add(w / 3), lo.Add(2 * w / 3)} {
+			if c.Before(earliest) {
+				continue
 			}
+			if c = capped(c); i == 0 && c.After(lo.Add(-guard/2)) {
+				break // the read before the window would fall in it
+			}
+			return c
 		}
+		lo1, _ := occ(k + 1)
+		return capped(lo1.Add(-guard))
+	case !p.known():
+		// pinned by a seed or by brackets not yet agreed: either side of
+		// each pass, until one bracket confirms it
+		if lo.Add(-guard).After(earliest) {
+			return capped(lo.Add(-guard))
+		}
+		return capped(hi.Add(guard))
 	}
-	return phaseLater(best, earliest)
+	next := hi.Add(guard)
+	if lastEnd.Sub(p.confirmed) >= (confirmEvery-1)*p.Period && lo.Sub(lastEnd) > p.Period/2 {
+		// the last read followed the pass before this one: skip the read
+		// after this one and read just before the next
+		lo1, _ := occ(k + 1)
+		next = lo1.Add(-guard)
+	}
+	if interval < p.Period && limit.Before(next) {
+		next = limit
+	}
+	return capped(next)
 }
+
+// confirmEvery is how often, in periods, serve's reads bracket a pass
+// closely once the phase is pinned. The passes of one boot keep their
+// schedule to the second (docs/serve.md#pass-schedule: 0 s in 60 passes
+// on 22.05, 24.11 and 26.05), so this is for restarts, which move the
+// phase: one read in five, moved rather than added, finds one within five
+// periods without asking slurmctld its boot time at every read.
+const confirmEvery = 5
 
 func phaseMid(a, b time.Time) time.Time { return a.Add(b.Sub(a) / 2) }
 

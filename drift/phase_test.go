@@ -1,6 +1,7 @@
 package drift
 
 import (
+	"fmt"
 	"math/rand"
 	"sort"
 	"testing"
@@ -115,7 +116,7 @@ func TestPhasePins(t *testing.T) {
 			s := &phaseSim{}
 			s.addPasses(phase, simBase, simBase.Add(30*simPeriod))
 			d := newPhaseDriver(t, s, dur)
-			periods := d.pin(phase, 5)
+			periods := d.pin(phase, 6)
 			t.Logf("read duration %v: pinned after %.2f periods", dur, periods)
 			d.runUntil(d.start.Add(10*simPeriod), func() {
 				if !d.p.Pinned() || !d.holds(phase) {
@@ -138,7 +139,9 @@ func TestPhaseFixedInterval(t *testing.T) {
 		want       string
 	}{
 		{simPeriod, 50 * time.Millisecond, "unknown"},
-		{simPeriod, 0, "vague"},
+		// instant reads a period apart: each bracket a whole period
+		// wide overlaps two occurrences of the first and narrows nothing
+		{simPeriod, 0, "unknown"},
 		{simPeriod / 3, 50 * time.Millisecond, "found"},
 	} {
 		s := &phaseSim{}
@@ -171,7 +174,7 @@ func TestPhaseRestart(t *testing.T) {
 	s := &phaseSim{}
 	d := newPhaseDriver(t, s, 50*time.Millisecond)
 	s.addPasses(oldPhase, simBase, simBase.Add(100*simPeriod)) // those after the restart are dropped below
-	d.pin(oldPhase, 5)
+	d.pin(oldPhase, 7)
 	d.runUntil(d.start.Add(2*simPeriod), nil)
 
 	// Restart 10 s after a pass; passes resume 23 s later in the period.
@@ -180,25 +183,83 @@ func TestPhaseRestart(t *testing.T) {
 	s.changes = s.changes[:s.usage(restart)]
 	s.addPasses(newPhase, restart, restart.Add(100*simPeriod))
 
-	// The first conflicting bracket (seen within a period) keeps the
-	// window but puts it in doubt: Pass says unknown, so that usage is
-	// judged against the whole period rather than a wrong phase...
-	d.runUntil(restart.Add(simPeriod), nil)
-	if _, _, ok := d.p.Pass(d.end); !d.p.Pinned() || ok {
-		t.Fatalf("one conflicting bracket: pinned %v, phase known %v: want the window kept, the phase in doubt", d.p.Pinned(), ok)
+	// One read a period, just after each pass, brackets every pass a
+	// period wide, which fits any phase: the pair either side of a pass
+	// that the reads make once in confirmEvery periods finds the restart.
+	// The first conflicting bracket keeps the window but puts it in
+	// doubt: Pass says unknown, so that usage is judged against the whole
+	// period rather than a wrong phase...
+	var doubted time.Time
+	d.runUntil(restart.Add((confirmEvery+1)*simPeriod), func() {
+		if d.p.Doubted() && doubted.IsZero() {
+			doubted = d.end
+			if _, _, ok := d.p.Pass(d.end); !d.p.Pinned() || ok {
+				t.Fatalf("one conflicting bracket: pinned %v, phase known %v: want the window kept, the phase in doubt", d.p.Pinned(), ok)
+			}
+		}
+		if _, _, ok := d.p.Pass(d.end); ok && !d.holds(oldPhase) && !d.holds(newPhase) {
+			t.Fatalf("at %v: a phase known that is neither", d.end)
+		}
+	})
+	if doubted.IsZero() {
+		t.Fatalf("the restart not seen within %d periods", confirmEvery+1)
 	}
 	// ...the second replaces the window, which a third bracket confirms
 	// (one bracket alone may be a change outside a pass).
-	d.runUntil(restart.Add(2*simPeriod), nil)
-	if _, _, ok := d.p.Pass(d.end); ok {
-		t.Fatalf("a window made of one bracket counts as known")
+	d.runUntil(doubted.Add(3*simPeriod), func() {
+		if _, _, ok := d.p.Pass(d.end); ok && !d.holds(newPhase) {
+			t.Fatalf("at %v: the old phase still known after the restart was seen", d.end)
+		}
+	})
+	periods := d.pin(newPhase, 8)
+	t.Logf("restart seen after %.1f periods; pinned again %.1f periods later", float64(doubted.Sub(restart))/float64(simPeriod),
+		3+periods)
+}
+
+// TestPhaseBootSeed: slurmctld's boot tells where its passes fall
+// (BootPhase); a bracket that agrees makes the phase known, so that
+// serve and check pin it at the first pass, with at most three reads a
+// period. A boot the passes do not follow (a tree that took long to load)
+// never yields a wrong phase.
+func TestPhaseBootSeed(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		offset  time.Duration // of the passes from the boot
+		dur     time.Duration
+		periods float64 // pinned and known within
+	}{
+		{"on time", 1400 * time.Millisecond, 50 * time.Millisecond, 1.1},
+		{"on time, slow sshare", 400 * time.Millisecond, 2 * time.Second, 1.1},
+		{"slow start", 25 * time.Second, 50 * time.Millisecond, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			boot := simBase.Add(-17 * time.Minute)
+			phase := boot.Add(c.offset)
+			s := &phaseSim{}
+			s.addPasses(phase, simBase.Add(-simPeriod), simBase.Add(30*simPeriod))
+			d := &phaseDriver{t: t, p: &PhaseTracker{Period: simPeriod, Confirm: 1}, s: s, dur: c.dur, interval: simPeriod, rnd: rand.New(rand.NewSource(1))}
+			d.p.SeedBoot(boot)
+			d.read(simBase)
+			for {
+				if _, _, ok := d.p.Pass(d.end); ok {
+					if !d.holds(phase) {
+						t.Fatalf("at %v: the phase known misses the passes", d.end)
+					}
+					if d.p.Pinned() {
+						break
+					}
+				}
+				if d.end.Sub(simBase) > time.Duration(c.periods*float64(simPeriod)) {
+					t.Fatalf("not pinned within %.1f periods", c.periods)
+				}
+				d.step()
+			}
+			if per := float64(d.reads) / (float64(d.end.Sub(simBase))/float64(simPeriod) + 1); per > 3 {
+				t.Errorf("%d reads in %v: %.1f a period", d.reads, d.end.Sub(simBase), per)
+			}
+			t.Logf("known after %v, %d reads", d.end.Sub(simBase).Round(time.Second), d.reads)
+		})
 	}
-	d.runUntil(restart.Add(3*simPeriod), nil)
-	if !d.holds(newPhase) {
-		t.Fatalf("after two conflicting brackets and one agreeing, the window misses the new phase")
-	}
-	periods := d.pin(newPhase, 3) // 6 periods from the restart
-	t.Logf("pinned again %.2f periods after the new phase was confirmed (about %.1f after the restart)", periods, periods+3)
 }
 
 func TestPhaseSpuriousChange(t *testing.T) {
@@ -206,7 +267,7 @@ func TestPhaseSpuriousChange(t *testing.T) {
 	s := &phaseSim{}
 	s.addPasses(phase, simBase, simBase.Add(30*simPeriod))
 	d := newPhaseDriver(t, s, 50*time.Millisecond)
-	d.pin(phase, 5)
+	d.pin(phase, 7)
 	d.runUntil(d.start.Add(simPeriod), nil)
 	before, unc, _ := d.p.Pass(d.end)
 
@@ -234,11 +295,63 @@ func TestPhaseNextPace(t *testing.T) {
 	s := &phaseSim{}
 	s.addPasses(phase, simBase, simBase.Add(30*simPeriod))
 	d := newPhaseDriver(t, s, 50*time.Millisecond)
-	d.pin(phase, 5)
+	d.pin(phase, 7)
 	longRead(d.p, "pinned")
 	reads := d.reads
-	d.runUntil(d.start.Add(10*simPeriod), nil) // step checks the minimum gap
-	if n := d.reads - reads; n > 25 || n < 10 {
-		t.Errorf("%d reads over 10 pinned periods, want about 2 per period", n)
+	d.runUntil(d.start.Add(20*simPeriod), nil) // step checks the minimum gap
+	if n := d.reads - reads; n > 20 || n < 19 {
+		t.Errorf("%d reads over 20 pinned periods, want one a period", n)
+	}
+}
+
+// TestPhaseReadsWhileInferring: at most three reads a period until the
+// phase is pinned (issue 33), at a 1- and a 5-minute period, with a fast
+// and a 2-second sshare. With slurmctld's boot known (SeedBoot) the phase
+// is pinned and confirmed within two periods; without (slurmrestd, or
+// scontrol failing) each pass narrows the window to a third.
+func TestPhaseReadsWhileInferring(t *testing.T) {
+	for _, boot := range []bool{true, false} {
+		for _, period := range []time.Duration{time.Minute, 5 * time.Minute} {
+			for _, dur := range []time.Duration{50 * time.Millisecond, 2 * time.Second} {
+				name := fmt.Sprintf("boot %v, period %v, reads of %v", boot, period, dur)
+				b := simBase.Add(-3*time.Hour - 7*time.Second)
+				phase := b.Add(1300 * time.Millisecond)
+				p := &PhaseTracker{Period: period, Confirm: 1}
+				within := 2.0
+				if boot {
+					p.SeedBoot(b)
+				} else {
+					within = 10
+				}
+				usage := func(t time.Time) uint64 { return uint64(phaseFloor(t.Sub(phase), period)) }
+				start, end := simBase, simBase.Add(dur)
+				var reads []time.Time
+				for {
+					p.Observe(start, end, usage(start.Add(dur/2)))
+					reads = append(reads, start)
+					if _, _, ok := p.Pass(end); ok && p.Pinned() {
+						break
+					}
+					if end.Sub(simBase) > time.Duration(within*float64(period)) {
+						t.Fatalf("%s: not pinned within %.0f periods", name, within)
+					}
+					start = p.Next(start, end, period)
+					end = start.Add(dur)
+				}
+				if pass, u, _ := p.Pass(end); (pass.Sub(phase) - phaseRound(pass.Sub(phase), period)*period).Abs() > u {
+					t.Errorf("%s: pass %v ± %v misses the phase", name, pass, u)
+				}
+				for i := range reads {
+					j := i
+					for j < len(reads) && reads[j].Sub(reads[i]) < period {
+						j++
+					}
+					if j-i > 3 {
+						t.Errorf("%s: %d reads in the period from %v", name, j-i, reads[i].Sub(simBase))
+					}
+				}
+				t.Logf("%s: pinned after %.1f periods, %d reads", name, float64(end.Sub(simBase))/float64(period), len(reads))
+			}
+		}
 	}
 }

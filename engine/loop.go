@@ -242,7 +242,7 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 		// 23.11 scontrol reconfigure is one)
 		l.settingsAt = l.e.o.clock.Now()
 	}
-	l.e.o.tracker.SetPeriod(l.e.conf.PriorityCalcPeriod)
+	l.e.o.tracker.SetConf(l.e.conf)
 	t0 := l.e.now()
 	names, err := l.e.Clusters(ctx)
 	if ctx.Err() != nil {

@@ -132,14 +132,14 @@ func TestSettlingAfterRestart(t *testing.T) {
 	for i, s := range steps {
 		at := now.Add(time.Duration(i) * 40 * time.Second)
 		r := &Reading{Start: at, End: at.Add(time.Second), Boot: s.boot, Out: s.out}
-		e.observe(r)
+		e.observe(r, true)
 		if r.Pass != s.pass || r.Settling != s.settle {
 			t.Errorf("read %d: pass %v settling %v, want %v %v", i, r.Pass, r.Settling, s.pass, s.settle)
 		}
 	}
 	fresh := NewTracker(TrackerConfig{Period: time.Minute, Confirm: 1})
 	r := &Reading{Start: now, End: now.Add(time.Second), Boot: now.Add(-90 * time.Second), Out: base}
-	if fresh.observe(r); !r.Settling {
+	if fresh.observe(r, true); !r.Settling {
 		t.Error("first read 90 s after slurmctld started: not settling")
 	}
 

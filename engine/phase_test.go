@@ -1,15 +1,19 @@
 package engine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
@@ -75,4 +79,62 @@ func TestTailsByBoot(t *testing.T) {
 	if p := in.tails(); len(p) != 1 || p[0].Window != 60 {
 		t.Errorf("phase unknown: %+v, want every tail at 60 s", p)
 	}
+}
+
+// TestBootPhase: slurmctld's passes fall within drift.BootPhase of its
+// boot modulo the period, on every recording of real Slurm (22.05, 24.11,
+// 26.05) that saved both its BOOT_TIME (scontrol show config, in the
+// recording host's zone) and priority_last_decay_ran: the seed the phase
+// tracker starts from (drift.PhaseTracker.SeedBoot).
+func TestBootPhase(t *testing.T) {
+	configs, err := filepath.Glob("../testdata/recordings/*/*/*/scontrol-show-config.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("../testdata/recordings/*/*/*/*/scontrol-show-config.txt")
+	configs = append(configs, more...)
+	n := 0
+	for _, path := range configs {
+		dir := filepath.Dir(path)
+		ran, _, err := slurmstate.LastDecayRan(filepath.Join(dir, "state"))
+		if err != nil {
+			continue // recorded without the state file
+		}
+		tz, err := os.ReadFile(filepath.Join(dir, "zone"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		loc, err := time.LoadLocationFromTZData("recorded", tz)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		boot, err := sshare.ParseBootTime(bytes.NewReader(text))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		boot = time.Date(boot.Year(), boot.Month(), boot.Day(), boot.Hour(), boot.Minute(), boot.Second(), 0, loc)
+		conf, err := slurmconf.Load(os.DirFS(dir), "slurm.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		period := conf.PriorityCalcPeriod
+		off := ran.Sub(boot) % period
+		if off < 0 {
+			off += period
+		}
+		// both stamped in whole seconds: a pass up to 2 s after the boot
+		// shows as 0 or 1 s
+		if off >= drift.BootPhase {
+			t.Errorf("%s: last pass %v, boot %v: %v after the boot modulo %v, beyond %v", dir, ran, boot, off, period, drift.BootPhase)
+		}
+		n++
+	}
+	if n < 50 {
+		t.Fatalf("%d recordings with a boot time and a state file, want the 54 recorded", n)
+	}
+	t.Logf("%d recordings: every pass within %v of the boot's phase", n, drift.BootPhase)
 }

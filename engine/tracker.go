@@ -9,6 +9,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 )
 
@@ -29,10 +30,16 @@ type Tracker struct {
 
 	mu sync.Mutex
 	t  *drift.PhaseTracker
-	// period is PriorityCalcPeriod, which the refresh loop sets
-	// (SetPeriod) as it rereads slurm.conf
+	// period is PriorityCalcPeriod and decay the decay factor per
+	// second, which the refresh loop sets (SetConf) as it rereads
+	// slurm.conf
 	period time.Duration
-	boot   time.Time // slurmctld's, at the last read
+	decay  float64
+	boot   time.Time // slurmctld's, as last asked
+	// askBoot: ask slurmctld's boot at the next read (the first, one
+	// after a failed read, or one after a read that put the phase in
+	// doubt); otherwise a read carries the boot last asked
+	askBoot bool
 	// passes counts the passes seen between reads (drift.PassBetween):
 	// what the phase tracker is given, so that a job's end charged
 	// between passes is not taken for one
@@ -85,8 +92,11 @@ func (t *Tracker) Recall(m PassMemory) {
 // TrackerConfig says how to read the reports.
 type TrackerConfig struct {
 	Read ReportFunc
-	// BootTime, if set, asks slurmctld when it started at each read: a
-	// restart starts its passes at a new phase.
+	// BootTime, if set, asks slurmctld when it started: a restart starts
+	// its passes at a new phase. It is asked at the first read, and again
+	// only when a read shows a restart may have happened (a failed read,
+	// usage lost, a pass where none was expected or none where one was),
+	// not at every read (issue 33: scontrol show config is two RPCs).
 	BootTime func(ctx context.Context) (time.Time, error)
 	// Timeout bounds one read (BootTime and Read together).
 	Timeout time.Duration
@@ -106,7 +116,7 @@ type TrackerConfig struct {
 
 // NewTracker is a tracker that has read nothing yet.
 func NewTracker(c TrackerConfig) *Tracker {
-	return &Tracker{c: c, period: c.Period, clock: Clock{}.orWall()}
+	return &Tracker{c: c, period: c.Period, clock: Clock{}.orWall(), askBoot: true}
 }
 
 // Reading is one read of the reported side, with its references.
@@ -117,8 +127,10 @@ type Reading struct {
 	// asking for the boot time.
 	At, Start, End time.Time
 	Took           time.Duration
-	Boot           time.Time // zero: unknown (BootErr says why)
-	BootErr        error
+	// Boot is slurmctld's boot as last asked (zero: unknown; BootErr says
+	// why when it was asked at this read)
+	Boot    time.Time
+	BootErr error
 	// ID names the reading to whoever made it (check: a snapshot's index).
 	ID int
 	// Pass: slurmctld ran a decay pass since the read before.
@@ -181,13 +193,14 @@ func (r *Reading) Follow(prev *Reading) {
 	}
 }
 
-// SetPeriod follows slurm.conf's PriorityCalcPeriod.
-func (t *Tracker) SetPeriod(d time.Duration) {
+// SetConf follows slurm.conf's PriorityCalcPeriod and decay.
+func (t *Tracker) SetConf(conf *slurmconf.Config) {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
-	t.period = d
+	t.period = conf.PriorityCalcPeriod
+	t.decay = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
 	t.mu.Unlock()
 }
 
@@ -198,19 +211,33 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, t.c.Timeout)
 	defer cancel()
-	if t.c.BootTime != nil {
-		r.Boot, r.BootErr = t.c.BootTime(rctx)
-	}
 	t0 := t.clock.Now()
 	r.Out, r.Err = t.c.Read(rctx)
 	t1 := t.clock.Now()
-	r.At, r.Start, r.End, r.Took = t0.Add(t1.Sub(t0)/2), t0, t1, time.Since(start)
+	r.At, r.Start, r.End = t0.Add(t1.Sub(t0)/2), t0, t1
+	if r.Err == nil {
+		r.Raw = drift.RawByKey(r.Out)
+	}
+	t.mu.Lock()
+	ask := t.c.BootTime != nil && r.Err == nil && (t.askBoot || t.lost(r))
+	t.askBoot = t.askBoot || r.Err != nil
+	r.Boot = t.boot
+	t.mu.Unlock()
+	if ask {
+		r.Boot, r.BootErr = t.c.BootTime(rctx)
+	}
+	r.Took = time.Since(start)
 	if r.Err != nil {
 		return r
 	}
-	r.Raw = drift.RawByKey(r.Out)
-	t.observe(r)
+	t.observe(r, ask)
 	return r
+}
+
+// lost: r shows usage lost since the last read, which a restart from an
+// older checkpoint does.
+func (t *Tracker) lost(r *Reading) bool {
+	return t.prev != nil && t.decay > 0 && len(usageLosses(t.prev, r, t.decay, t.period, false)) > 0
 }
 
 // observe records a good read, slurmctld having booted at r.Boot (zero:
@@ -219,9 +246,12 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 // (drift.Input.Settling), the phase, and r's references. A new
 // PriorityCalcPeriod or a restart of slurmctld, which starts its passes
 // at a new phase, starts the inference afresh.
-func (t *Tracker) observe(r *Reading) {
+func (t *Tracker) observe(r *Reading, asked bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if asked {
+		t.askBoot = r.BootErr != nil || r.Boot.IsZero()
+	}
 	first := t.prev == nil
 	r.Pass = !first && drift.PassBetween(t.prev.Out, r.Out)
 	if r.Pass {
@@ -244,6 +274,9 @@ func (t *Tracker) observe(r *Reading) {
 	}
 	if p := t.period; p > 0 && (t.t == nil || t.t.Period != p || restarted) {
 		t.t = &drift.PhaseTracker{Period: p, Confirm: t.c.Confirm}
+		if !r.Boot.IsZero() {
+			t.t.SeedBoot(r.Boot)
+		}
 	}
 	if m := t.recalled; m != nil && !r.Boot.IsZero() && t.t != nil {
 		if m.Boot.Equal(r.Boot) && m.Period == t.period {
@@ -253,6 +286,9 @@ func (t *Tracker) observe(r *Reading) {
 	}
 	if t.t != nil {
 		t.t.Observe(r.Start, r.End, t.passes)
+		// a restart moves the phase: ask at the next read (a doubted
+		// phase is read again within the period)
+		t.askBoot = t.askBoot || t.t.Doubted()
 	}
 	r.Follow(t.prev)
 	t.prev = r
@@ -298,17 +334,21 @@ func (t *Tracker) Next(r *Reading) time.Time {
 	return t.t.Next(r.Start, r.End, t.c.Interval)
 }
 
+// checkReads bounds ReadAcrossPass's reads, which also come at most three
+// a minute (issue 33: a cron job's check must not poll slurmctld).
+const checkReads = 15
+
 // ReadAcrossPass reads until two reads bracket a decay pass (wait at
-// most; 0: once), then once more clear of it: check's way to judge usage
-// against a few seconds of charge instead of a whole period when the
-// state file is unreadable. The last read is returned; its PassRead is
-// the read that showed the pass, or the first read when a pass fell while
-// every association with usage ran a job (none decreased: its values lie
+// most; 0: once): check's way to judge usage against a few seconds of
+// charge instead of a whole period when the state file is unreadable.
+// The last read is returned, after the pass when one was bracketed; its
+// PassRead is that read, or the first read when a pass fell while every
+// association with usage ran a job (none decreased: its values lie
 // between the first read's and the last's).
 func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Reading, error) {
-	deadline := time.Now().Add(wait)
+	deadline := t.clock.Now().Add(wait)
 	var first, r *Reading
-	seen := false
+	var starts []time.Time
 	for {
 		if r = t.Read(ctx); r.Err != nil {
 			return nil, r.Err
@@ -316,19 +356,29 @@ func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Read
 		if first == nil {
 			first = r
 		}
-		if seen || !r.End.Before(deadline) {
+		starts = append(starts, r.Start)
+		// the read that closed a bracket of the pass is after it: the
+		// report. With the boot known the reads bracket the pass its
+		// schedule predicts, three reads in all; without, the tracker
+		// reads at most three times a period and the bracket is as wide
+		// as they leave it, which the bound allows for.
+		if _, u, ok := t.pass(true, r.End); ok && u < t.period/4 && r.Pass {
 			break
 		}
-		// one bracket, from reads a second apart, pins the pass to a few
-		// seconds: the bisection serve does over several periods is not
-		// worth a command's wait. The report is the read after, clear
-		// of the pass (a read near it may show either side).
-		if _, u, ok := t.pass(true, r.End); ok && u < t.period/4 {
-			seen = true
-			time.Sleep(1500*time.Millisecond + r.End.Sub(r.Start))
-			continue
+		next := t.Next(r)
+		if n := len(starts); n >= 3 {
+			if m := starts[n-3].Add(time.Minute); m.After(next) {
+				next = m
+			}
 		}
-		time.Sleep(min(time.Second, time.Until(deadline)))
+		if len(starts) >= checkReads || next.After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(t.clock.until(next)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if wait > 0 && r.PassRead == nil && first != r {
 		r.PassRead = first.ref()

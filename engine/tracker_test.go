@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 )
 
@@ -71,7 +73,7 @@ func TestPassMemory(t *testing.T) {
 	}
 	conf := TrackerConfig{Period: time.Minute, Confirm: 1}
 	t1 := NewTracker(conf)
-	t1.observe(read(boot.Add(10*time.Minute), boot))
+	t1.observe(read(boot.Add(10*time.Minute), boot), true)
 	if _, ok := t1.Memory(); ok {
 		t.Fatal("a memory before the phase is pinned")
 	}
@@ -90,7 +92,7 @@ func TestPassMemory(t *testing.T) {
 		t2 := NewTracker(conf)
 		e.recallPasses(t2)
 		at := boot.Add(2 * time.Hour)
-		t2.observe(read(at, c.boot))
+		t2.observe(read(at, c.boot), true)
 		got, u, ok := t2.pass(true, at)
 		if ok != c.want {
 			t.Errorf("boot %v: phase known %v, want %v", c.boot, ok, c.want)
@@ -99,4 +101,54 @@ func TestPassMemory(t *testing.T) {
 			t.Errorf("recalled pass %v ±%v: want one of %v's schedule ±0.5s", got, u, pass)
 		}
 	}
+}
+
+// TestTrackerReadBudget (issue 33): serve's reads of a simulated
+// slurmctld (sim, its passes at its boot's schedule) under the engine's
+// clock. Knowing the boot, the tracker pins the phase at the first pass,
+// then reads once a period, and asks the boot once.
+func TestTrackerReadBudget(t *testing.T) {
+	const speed = 300
+	c, err := sim.New(sim.Config{Associations: 200, Speed: speed, History: 24 * time.Hour, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	period := c.Conf().PriorityCalcPeriod
+	boots := 0
+	tr := NewTracker(TrackerConfig{Read: c.Report, Timeout: time.Minute, Interval: period, Period: period, Confirm: 1,
+		BootTime: func(ctx context.Context) (time.Time, error) { boots++; return c.Boot(ctx) }})
+	tr.clock = Clock{Now: c.Now, Speed: speed}
+	tr.SetConf(c.Conf())
+	start := c.Now()
+	var pinned time.Time
+	var reads []time.Time
+	ctx := context.Background()
+	for c.Now().Sub(start) < 12*period {
+		r := tr.Read(ctx)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		reads = append(reads, r.Start)
+		if _, u, ok := tr.pass(true, r.End); ok && pinned.IsZero() && u < 2*time.Second {
+			pinned = r.End
+		}
+		time.Sleep(tr.clock.until(tr.Next(r)))
+	}
+	if pinned.IsZero() || pinned.Sub(start) > 2*period {
+		t.Fatalf("phase pinned at %v, want within two periods of the start", pinned.Sub(start))
+	}
+	steady := 0
+	for _, at := range reads {
+		if at.After(pinned) {
+			steady++
+		}
+	}
+	periods := c.Now().Sub(pinned).Seconds() / period.Seconds()
+	if float64(steady) > periods+1 {
+		t.Errorf("%d reads in %.1f periods once pinned, want one a period", steady, periods)
+	}
+	if boots != 1 {
+		t.Errorf("boot time asked %d times, want once", boots)
+	}
+	t.Logf("pinned after %v; %d reads in %.1f periods after", pinned.Sub(start), steady, periods)
 }
