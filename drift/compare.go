@@ -128,8 +128,12 @@ type Tails struct {
 // sets in vals (RankMin/RankMax; ties keep slurmctld's order when
 // tieOrderKnown, and their range otherwise).
 func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals []fairshare.Values, resolution, damp float64, tieOrderKnown bool) []float64 {
-	_, charge := e.bounds(t)
-	b := t.UsageBounds(alg, vals, resolution, charge, damp)
+	return factorBounds(t, e.Parts(t), alg, vals, resolution, damp, tieOrderKnown)
+}
+
+// factorBounds is FactorBounds from parts, e.Parts(t).
+func factorBounds(t *fairshare.Tree, parts []result.UsageBound, alg fairshare.Algorithm, vals []fairshare.Values, resolution, damp float64, tieOrderKnown bool) []float64 {
+	b := t.UsageBounds(alg, vals, resolution, charge(parts), damp)
 	out := make([]float64, len(b))
 	if alg != fairshare.AlgorithmFairTree {
 		for i := range b {
@@ -154,20 +158,17 @@ func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals
 	return out
 }
 
-// bounds are, per association of t, how far its RawUsage may be from
-// slurmctld's (raw) and the part of it that factors see (charge): usage
-// U at one pass is s·U + c at the other, s within d^±Window (decay, the
-// same for every association, so it cancels in every ratio the
-// algorithms take) and |c| at most the running charge over the window,
-// decayed, and what finished jobs' tails may be off.
-func (e PassError) bounds(t *fairshare.Tree) (raw, charge []float64) {
-	parts := e.Parts(t)
-	raw, charge = make([]float64, len(parts)), make([]float64, len(parts))
+// charge is, per association, the part of its RawUsage bound (parts)
+// that factors see: usage U at one pass is s·U + c at the other, s
+// within d^±Window (decay, the same for every association, so it cancels
+// in every ratio the algorithms take) and |c| at most the running charge
+// over the window, decayed, and what finished jobs' tails may be off.
+func charge(parts []result.UsageBound) []float64 {
+	c := make([]float64, len(parts))
 	for i, p := range parts {
-		charge[i] = p.Running + p.Unrecorded + p.Tails
-		raw[i] = p.Decay + charge[i]
+		c[i] = p.Running + p.Unrecorded + p.Tails
 	}
-	return raw, charge
+	return c
 }
 
 // Parts are, per association of t, bounds' RawUsage bound split by what
@@ -209,8 +210,6 @@ func (e PassError) Parts(t *fairshare.Tree) []result.UsageBound {
 type Comparison struct {
 	// Applied is the algorithm the report shows slurmctld applies.
 	Applied fairshare.Algorithm
-	// ByKey is the report's rows by association.
-	ByKey map[Key]*shares.Row
 	// Drift sums both parts up per kind and value (the metrics).
 	Drift []result.Drift
 	// Formula and Usage are the parts association by association: only
@@ -219,6 +218,20 @@ type Comparison struct {
 	// Lag says why the one-pass lag was inferred (Input.InferLag); empty
 	// when it was not.
 	Lag string
+	// rows are the report's rows; row indexes them by association, the
+	// last of rows sharing a key (Row).
+	rows []shares.Row
+	row  map[Key]int
+}
+
+// Row is the report's row of association k (nil: none): of the rows of one
+// user in several partitions without sshare -m, which share a key, the
+// last.
+func (c *Comparison) Row(k Key) *shares.Row {
+	if i, ok := c.row[k]; ok {
+		return &c.rows[i]
+	}
+	return nil
 }
 
 // CompareReport compares in.Report with its replay and, given in.DB, with
@@ -238,18 +251,19 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Comparison{ByKey: make(map[Key]*shares.Row, len(out.Rows)), Applied: applied(out, rt, in.Algorithm)}
+	c := &Comparison{Applied: applied(out, rt, in.Algorithm), rows: out.Rows, row: make(map[Key]int, len(out.Rows))}
 	for i := range out.Rows {
 		r := &out.Rows[i]
-		c.ByKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r
+		c.row[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = i
 	}
-	if err := c.compareFormula(&in, rt, replay, entries); err != nil {
+	reported, replayed, err := c.compareFormula(&in, rt, replay, entries)
+	if err != nil {
 		return nil, err
 	}
 	if in.DB == nil {
 		return c, nil
 	}
-	if err := c.compareUsage(&in, rt, replay, entries); err != nil {
+	if err := c.compareUsage(&in, rt, replay, replayed, reported, entries); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -259,8 +273,9 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 // replay on the report's own usage, within what the replay's unknowns
 // explain (the report's precision, a lag of one pass, the usage at the
 // last pass); and, under Fair Tree, the ranks. While slurmctld settles
-// after a restart (in.Settling) the drift is measured but not judged.
-func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fairshare.Values, entries bool) error {
+// after a restart (in.Settling) the drift is measured but not judged. It
+// returns the sides it compared, which the usage part takes over.
+func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fairshare.Values, entries bool) (reported, replayed []Side, err error) {
 	out, alg, damp, tol := in.Report, in.Algorithm, in.Dampening, in.Tolerance
 	bounds := rt.UsageBounds(alg, replay, shares.UsageResolution, in.passGapCharge(rt), damp)
 	if alg == fairshare.AlgorithmClassic && in.PrevRaw != nil {
@@ -268,12 +283,12 @@ func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fair
 	}
 	var atPass []fairshare.Values // the replay on the usage at the last pass
 	if in.PassRaw != nil {
-		var err error
 		if atPass, err = widenForPass(rt, replay, bounds, in.PassRaw, alg, damp); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	formula := c.part(alg, tol.Formula, reportedSides(out), FromTree(rt, replay, bounds), entries, &c.Formula)
+	reported, replayed = reportedSides(out), FromTree(rt, replay, bounds)
+	formula := c.part(alg, allowance{tolerance: tol.Formula}, reported, replayed, entries, &c.Formula)
 	if entries {
 		c.noteNotYetComputed(out)
 		if in.InferLag && in.PrevRaw == nil && alg == fairshare.AlgorithmClassic {
@@ -289,7 +304,7 @@ func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fair
 			c.Drift[i].Bound, c.Drift[i].Beyond = math.Inf(1), 0
 		}
 	}
-	return nil
+	return reported, replayed, nil
 }
 
 // reportedSides are the report's rows as sides, with the values of the
@@ -329,17 +344,19 @@ func (c *Comparison) appendFormulaDrift(formula Summary) {
 }
 
 // compareUsage is the usage part: the algorithm on the database's usage
-// (in.DB) against the replay on the report's (usageSides), and the
-// shares, the associations present on either side and, under Fair
-// Tree, the rank.
-func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairshare.Values, entries bool) error {
-	alg := in.Algorithm
+// (in.DB) against the replay on the report's (usageSides, in the formula
+// part's sides), and the shares, the associations present on either side
+// and, under Fair Tree, the rank. The tolerances are the database's
+// side's.
+func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairshare.Values, replayed, spare []Side, entries bool) error {
+	alg, tol := in.Algorithm, in.Tolerance
 	own, err := in.DB.Compute(alg, in.Dampening)
 	if err != nil {
 		return err
 	}
-	repSide, dbSide := usageSides(in, rt, replay, own)
-	usage := c.part(alg, 0, repSide, dbSide, entries, &c.Usage)
+	repSide, dbSide := usageSides(in, rt, replay, own, replayed, spare)
+	al := allowance{margin: Values{FairShare: Num(tol.Factor)}, relative: Values{RawUsage: Num(tol.Usage)}}
+	usage := c.part(alg, al, repSide, dbSide, entries, &c.Usage)
 	if entries {
 		noteUsageOrigin(c.Usage)
 	}
@@ -349,7 +366,7 @@ func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairsh
 		result.Drift{Kind: result.DriftUsage, Value: "fairshare", Max: math.Abs(float64(usage.MaxDrift.FairShare)), Bound: float64(usage.MaxBound.FairShare), Beyond: usage.Beyond["fairshare"]},
 		result.Drift{Kind: result.DriftUsage, Value: "associations", Max: present, Beyond: int(present)})
 	fairTree := alg == fairshare.AlgorithmFairTree
-	shareDrift, rankDrift := c.usagePairs(in.DB, own, rt, replay, fairTree, in.TieOrderKnown)
+	shareDrift, rankDrift := c.usagePairs(in.DB, own, rt, replay, fairTree)
 	c.Drift = append(c.Drift, shareDrift)
 	if fairTree {
 		c.Drift = append(c.Drift, rankDrift)
@@ -357,23 +374,22 @@ func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairsh
 	return nil
 }
 
-// usageSides are the replay on the report's usage (rt, replay) and the
-// algorithm on the database's (own) as sides. The database's raw usage
-// is known to within the charge the pass moment explains, and its
-// factor to within that and the report's integer RawUsage; the other
-// values follow from raw usage and are not judged.
-func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values) (repSide, dbSide []Side) {
-	tol := in.Tolerance
+// usageSides are the replay on the report's usage (rt, replay: the
+// formula part's replayed sides, whose bounds they replace) and the
+// algorithm on the database's (own), in spare's memory where it has
+// room, as sides. The database's raw usage is known to within the charge
+// the pass moment explains, and its factor to within that and the
+// report's integer RawUsage; the other values follow from raw usage and
+// are not judged.
+func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values, replayed, spare []Side) (repSide, dbSide []Side) {
 	parts := in.Pass.Parts(in.DB)
-	factorErr := in.Pass.FactorBounds(in.DB, in.Algorithm, own, shares.UsageResolution, in.Dampening, in.TieOrderKnown)
-	dbSide, repSide = FromTree(in.DB, own, nil), FromTree(rt, replay, nil)
+	factorErr := factorBounds(in.DB, parts, in.Algorithm, own, shares.UsageResolution, in.Dampening, in.TieOrderKnown)
+	dbSide, repSide = fromTree(spare, in.DB, own, nil), replayed
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
 		dbSide[i].Bound = Values{NormShares: notJudged, NormUsage: notJudged, EffectiveUsage: notJudged, LevelFS: notJudged,
 			RawUsage: Num(parts[i].Total()), FairShare: Num(factorErr[i])}
 		dbSide[i].Parts = &parts[i]
-		dbSide[i].Margin = Values{FairShare: Num(tol.Factor)}
-		dbSide[i].Relative = Values{RawUsage: Num(tol.Usage)}
 	}
 	for j := range repSide {
 		// sshare prints RawUsage truncated to an integer; the replay's
@@ -386,13 +402,13 @@ func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values) (
 	return repSide, dbSide
 }
 
-// part compares reported with computed under tolerance, keeping the
-// entries in *rep when asked.
-func (c *Comparison) part(alg fairshare.Algorithm, tolerance float64, reported, computed []Side, entries bool, rep **Report) Summary {
+// part compares reported with computed under al, keeping the entries in
+// *rep when asked.
+func (c *Comparison) part(alg fairshare.Algorithm, al allowance, reported, computed []Side, entries bool, rep **Report) Summary {
 	if !entries {
-		return Summarize(tolerance, reported, computed)
+		return al.compare(reported, computed, nil)
 	}
-	*rep = Compare(alg, tolerance, reported, computed)
+	*rep = al.report(alg, reported, computed)
 	return (*rep).Summary
 }
 
@@ -742,19 +758,15 @@ func rankRange(v fairshare.Values) string {
 
 // usagePairs compares what Values do not hold, association by
 // association: shares, and under Fair Tree the rank the database's usage
-// gives against the one Slurm's usage gives.
-func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, fairTree, tieOrderKnown bool) (shares, rank result.Drift) {
+// gives against the one Slurm's usage gives. rt's nodes are the report's
+// rows, in order.
+func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, fairTree bool) (shares, rank result.Drift) {
 	shares = result.Drift{Kind: result.DriftUsage, Value: "shares"}
 	rank = result.Drift{Kind: result.DriftUsage, Value: "rank"}
-	idx := make(map[Key]int, rt.Len())
-	for j := range rt.Len() {
-		a := rt.Association(j)
-		idx[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = j
-	}
 	for i := range t.Len() {
 		a := t.Association(i)
 		k := Key{Account: a.Account, User: a.User, Partition: a.Partition}
-		j, ok := idx[k]
+		j, ok := c.row[k]
 		if !ok {
 			continue
 		}

@@ -147,10 +147,8 @@ type Side struct {
 	Depth  int
 	Values Values
 	// Bound is how uncertain each value is on this side (0 if exact):
-	// what its unknowns explain. Margin (absolute) and Relative (a
-	// fraction of the larger of the two values compared) are the
-	// tolerance beyond the bounds.
-	Bound, Margin, Relative Values
+	// what its unknowns explain.
+	Bound Values
 	// Parts is what the computed side's RawUsage bound is made of (nil:
 	// none is told).
 	Parts *result.UsageBound
@@ -198,31 +196,45 @@ type Report struct {
 // value drifts when |computed - reported| exceeds tolerance plus both
 // sides' bounds; a value blank on either side is not compared.
 func Compare(alg fairshare.Algorithm, tolerance float64, reported, computed []Side) *Report {
-	r := &Report{Algorithm: alg, Tolerance: tolerance, Associations: make([]Entry, 0, len(reported))}
-	r.Summary = compare(tolerance, reported, computed, func(e Entry) { r.Associations = append(r.Associations, e) })
-	return r
+	return allowance{tolerance: tolerance}.report(alg, reported, computed)
 }
 
 // Summarize is Compare's summary alone: the exporter compares 100k
 // associations at every report, and the entries were a third of the
 // comparison's garbage (BenchmarkCompare100k).
 func Summarize(tolerance float64, reported, computed []Side) Summary {
-	return compare(tolerance, reported, computed, nil)
+	return allowance{tolerance: tolerance}.compare(reported, computed, nil)
+}
+
+// allowance is what a comparison allows beyond both sides' bounds: the
+// tolerance on every value, margin more (absolute) and relative more (a
+// fraction of the larger of the two values compared), value by value. It
+// is the comparison's, not each side's: sides come 100k at a time.
+type allowance struct {
+	tolerance        float64
+	margin, relative Values
+}
+
+// report is Compare under al.
+func (al allowance) report(alg fairshare.Algorithm, reported, computed []Side) *Report {
+	r := &Report{Algorithm: alg, Tolerance: al.tolerance, Associations: make([]Entry, 0, len(reported))}
+	r.Summary = al.compare(reported, computed, func(e Entry) { r.Associations = append(r.Associations, e) })
+	return r
 }
 
 // compare matches the sides as Compare says, giving each entry to emit
 // (nil: none).
-func compare(tolerance float64, reported, computed []Side, emit func(Entry)) Summary {
+func (al allowance) compare(reported, computed []Side, emit func(Entry)) Summary {
 	sum := newSummary()
 	mx := sum.maxima()
-	m := newMatcher(computed)
+	m := newMatcher(reported, computed)
 	for i := range reported {
 		rep := &reported[i]
 		status := StatusOnlyReported
 		var d, allowed, bound Values
-		ci := m.match(rep.Key)
+		ci := m.match(i, rep.Key)
 		if ci >= 0 {
-			status = mx.pair(tolerance, rep, &computed[ci], &d, &allowed, &bound)
+			status = mx.pair(&al, rep, &computed[ci], &d, &allowed, &bound)
 		}
 		sum.Counts[status]++
 		if emit == nil {
@@ -278,20 +290,19 @@ func (s *Summary) maxima() maxima {
 }
 
 // pair compares the values of rep and com, present on both sides, into
-// their drift d, what is allowed and the bound, keeps the maxima and
-// says whether the association drifts.
-func (mx *maxima) pair(tolerance float64, rep, com *Side, d, allowed, bound *Values) Status {
+// their drift d, what al allows and the bound, keeps the maxima and says
+// whether the association drifts.
+func (mx *maxima) pair(al *allowance, rep, com *Side, d, allowed, bound *Values) Status {
 	status := StatusOK
 	cf, rf, df, af := com.Values.fields(), rep.Values.fields(), d.fields(), allowed.fields()
 	cb, rb := com.Bound.fields(), rep.Bound.fields()
-	cm, rm := com.Margin.fields(), rep.Margin.fields()
-	crel, rrel := com.Relative.fields(), rep.Relative.fields()
+	mf, relf := al.margin.fields(), al.relative.fields()
 	bf := bound.fields()
 	for k := range cf {
 		larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
 		*bf[k] = *cb[k] + *rb[k]
-		*af[k] = Num(tolerance) + *cm[k] + *rm[k] + *bf[k]
-		if rel := max(*crel[k], *rrel[k]); rel > 0 {
+		*af[k] = Num(al.tolerance) + *mf[k] + *bf[k]
+		if rel := *relf[k]; rel > 0 {
 			*af[k] += rel * Num(larger)
 		}
 		dk := diff(float64(*cf[k]), float64(*rf[k]))
@@ -325,18 +336,43 @@ func (mx *maxima) pair(tolerance float64, rep, com *Side, d, allowed, bound *Val
 // and the partition is unknown: they are matched in order.
 type matcher struct {
 	computed []Side
-	byKey    *chain
+	byKey    *chain // nil: the sides are aligned
 	byUser   *chain // made only when a key does not match
 	used     []bool
 }
 
-func newMatcher(computed []Side) matcher {
-	return matcher{computed: computed, byKey: chains(computed, func(s *Side) Key { return s.Key }), used: make([]bool, len(computed))}
+// newMatcher indexes computed by key, unless the sides are aligned (the
+// same keys in the same order, as a report and its replay are): matched
+// in order, each reported side then meets its own index first, and a
+// report's 100k keys need no hashing.
+func newMatcher(reported, computed []Side) matcher {
+	m := matcher{computed: computed, used: make([]bool, len(computed))}
+	if !aligned(reported, computed) {
+		m.byKey = chains(computed, func(s *Side) Key { return s.Key })
+	}
+	return m
 }
 
-// match is the computed side of key k not yet matched (-1: none), now
-// matched.
-func (m *matcher) match(k Key) int {
+// aligned: a and b have the same keys in the same order.
+func aligned(a, b []Side) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Key != b[i].Key {
+			return false
+		}
+	}
+	return true
+}
+
+// match is the computed side of reported side i, of key k, not yet
+// matched (-1: none), now matched.
+func (m *matcher) match(i int, k Key) int {
+	if m.byKey == nil {
+		m.used[i] = true
+		return i
+	}
 	ci := m.byKey.first(k, m.used)
 	if ci < 0 && k.Partition == "" {
 		if m.byUser == nil {

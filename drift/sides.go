@@ -30,24 +30,29 @@ func FromSshare(out *shares.Table) []Side {
 
 // FromTree turns computed values into the computed side; bounds may be nil.
 func FromTree(t *fairshare.Tree, vals, bounds []fairshare.Values) []Side {
-	n := t.Len()
-	sides := make([]Side, n)
-	depth := make([]int, n)
-	for i := range depth {
-		depth[i] = -1
+	return fromTree(nil, t, vals, bounds)
+}
+
+// fromTree is FromTree in dst's memory where it has room: a comparison's
+// sides are 100k of 176 bytes each, and one it is done with can hold the
+// next.
+func fromTree(dst []Side, t *fairshare.Tree, vals, bounds []fairshare.Values) []Side {
+	sides := append(dst[:0], make([]Side, t.Len())...) // zeroed
+	for i := range sides {
+		sides[i].Depth = -1 // not known yet
 	}
 	var depthOf func(i int) int
 	depthOf = func(i int) int {
-		if depth[i] < 0 {
+		if s := &sides[i]; s.Depth < 0 {
 			if p := t.Association(i).Parent; p < 0 {
-				depth[i] = 0
+				s.Depth = 0
 			} else {
-				depth[i] = depthOf(p) + 1
+				s.Depth = depthOf(p) + 1
 			}
 		}
-		return depth[i]
+		return sides[i].Depth
 	}
-	for i := 0; i < n; i++ {
+	for i := range sides {
 		a := t.Association(i)
 		s := &sides[i]
 		s.Key = Key{Account: a.Account, User: a.User, Partition: a.Partition}

@@ -266,7 +266,7 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		if rc == nil {
 			continue
 		}
-		if r, ok := rc.ByKey[drift.Key{Account: o.Account, User: o.User, Partition: o.Partition}]; ok {
+		if r := rc.Row(drift.Key{Account: o.Account, User: o.User, Partition: o.Partition}); r != nil {
 			o.ReportedFactor, o.ReportedUsage = r.FairShare, r.RawUsage
 		}
 	}

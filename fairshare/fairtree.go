@@ -181,6 +181,7 @@ func (t *Tree) RankIntervals(vals []Values, lfsErr []float64) (lo, hi []int32) {
 	}
 	surely, maybe := make([]int32, n), make([]int32, n) // users before, accumulated down the path
 	var byLow, byHigh, exact []rankEdge
+	var sumLow, sumHigh, sumExact []int32 // scratch, as above: one set per sibling group was most of a comparison's allocations
 	for _, p := range t.order {
 		sib := t.kids[t.kidStart[p]:t.kidStart[p+1]]
 		if len(sib) == 0 {
@@ -201,7 +202,7 @@ func (t *Tree) RankIntervals(vals []Values, lfsErr []float64) (lo, hi []int32) {
 		slices.SortFunc(byLow, byValue)
 		slices.SortFunc(byHigh, byValue)
 		slices.SortFunc(exact, byValue)
-		sumLow, sumHigh, sumExact := suffixUsers(byLow), suffixUsers(byHigh), suffixUsers(exact)
+		sumLow, sumHigh, sumExact = suffixUsers(sumLow, byLow), suffixUsers(sumHigh, byHigh), suffixUsers(sumExact, exact)
 		for _, c := range sib {
 			// siblings whose whole interval lies above c's
 			s := sumLow[firstAbove(byLow, high[c])]
@@ -255,9 +256,9 @@ func firstAtLeast(sorted []rankEdge, v float64) int {
 	return k
 }
 
-// suffixUsers is, for each k, the users of sorted[k:].
-func suffixUsers(sorted []rankEdge) []int32 {
-	s := make([]int32, len(sorted)+1)
+// suffixUsers is, for each k, the users of sorted[k:], in s's memory.
+func suffixUsers(s []int32, sorted []rankEdge) []int32 {
+	s = append(s[:0], make([]int32, len(sorted)+1)...) // zeroed
 	for k := len(sorted) - 1; k >= 0; k-- {
 		s[k] = s[k+1] + sorted[k].users
 	}

@@ -751,7 +751,7 @@ func (t *Tree) rankView(raw []float64, count []int32) *rankView {
 			g[k] = rankEdge{level[c], count[c]}
 		}
 		slices.SortFunc(g, func(x, y rankEdge) int { return cmp.Compare(x.v, y.v) })
-		copy(v.after[int(lo)+p:], suffixUsers(g))
+		suffixUsers(v.after[int(lo)+p:int(lo)+p], g) // in its slots
 	}
 	return v
 }
