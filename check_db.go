@@ -71,10 +71,32 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	rep, err := d.Compare(in)
+	if pass, near := in.PassNear(window); near && err == nil && d.PassRaw == nil {
+		rep, err = c.compareSides(ctx, e, set.Cluster(c.Cluster), d, in, pass)
+	}
 	if err != nil {
 		return err
 	}
 	return driftExit(check.Write(env.stdout, rep, c.Output))
+}
+
+// compareSides judges a report read as slurmctld ran pass against the
+// database on either side of it (check.Database.CompareSides): in is the
+// database at the read.
+func (c *checkCmd) compareSides(ctx context.Context, e *engine.Engine, cluster string, d check.Database, in *engine.Inputs, pass time.Time) (*drift.Report, error) {
+	// clear of the pass by its uncertainty and a moment
+	off := in.Phase.Uncertainty + 500*time.Millisecond
+	before, err := e.Refresh(ctx, cluster, pass.Add(-off))
+	if err != nil {
+		return nil, err
+	}
+	after := in
+	if !in.Computed.After(pass.Add(off)) {
+		if after, err = e.Refresh(ctx, cluster, pass.Add(off)); err != nil {
+			return nil, err
+		}
+	}
+	return d.CompareSides(before, after, pass)
 }
 
 // liveRead is sshare read live, with the tracker that read it.

@@ -355,11 +355,8 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 // slurmctld charged since the pass that the database does not hold yet.
 func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	w := in.Phase.Uncertainty.Seconds()
-	if read != nil && in.Phase.Source != result.PhaseUnknown && in.Passes.Period > 0 {
-		start, end := float64(read[0].UnixNano())/1e9, float64(read[1].UnixNano())/1e9
-		if in.Passes.LastPass(end+w) >= start-w {
-			w = in.Passes.Period
-		}
+	if _, near := in.PassNear(read); near {
+		w = in.Passes.Period
 	}
 	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
@@ -370,6 +367,18 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 		pe.Unrecorded = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
 	}
 	return pe
+}
+
+// PassNear is slurmctld's pass that may have fallen during the read (ok
+// false: none, or the phase unknown): the report shows either side of it.
+func (in *Inputs) PassNear(read *[2]time.Time) (pass time.Time, ok bool) {
+	if read == nil || in.Phase.Source == result.PhaseUnknown || in.Passes.Period <= 0 {
+		return pass, false
+	}
+	w := in.Phase.Uncertainty.Seconds()
+	start, end := float64(read[0].UnixNano())/1e9, float64(read[1].UnixNano())/1e9
+	p := in.Passes.LastPass(end + w)
+	return time.Unix(0, int64(p*1e9)), p >= start-w
 }
 
 // passJitter is how far a pass may fall from the schedule of its

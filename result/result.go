@@ -94,7 +94,7 @@ type Drift struct {
 // Phase is what is known of the moment of slurmctld's decay passes: the
 // one description serve publishes, check prints and explain shows.
 type Phase struct {
-	// Source is PhaseStateFile, PhaseInferred or PhaseUnknown.
+	// Source is PhaseStateFile, PhaseInferred, PhaseBoot or PhaseUnknown.
 	Source string
 	// Uncertainty is how far slurmctld's last pass and the one the
 	// database's usage was rebuilt for may be apart: the whole
@@ -132,6 +132,8 @@ func (p Phase) Describe() string {
 		return fmt.Sprintf("over slurmctld's last decay pass, read from its state (±%gs)", u)
 	case PhaseInferred:
 		return fmt.Sprintf("over the moments slurmctld's last decay pass may have fallen at, inferred from its reports (±%gs)", u)
+	case PhaseBoot:
+		return fmt.Sprintf("over the moments slurmctld's last decay pass may have fallen at, from its boot time (±%gs)", u)
 	}
 	return fmt.Sprintf("over every moment slurmctld's last decay pass may have fallen at (its phase unknown: the last %gs)", u)
 }
@@ -200,7 +202,11 @@ type Losses struct {
 const (
 	PhaseStateFile = "state_file" // priority_last_decay_ran
 	PhaseInferred  = "inferred"   // from successive reports
-	PhaseUnknown   = "unknown"
+	// PhaseBoot: from slurmctld's boot time alone, its passes within
+	// drift.BootPhase of it modulo the period (a replay, which has no
+	// reads to confirm it)
+	PhaseBoot    = "boot"
+	PhaseUnknown = "unknown"
 )
 
 // Cluster is everything published for one cluster.
