@@ -41,7 +41,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	reported, r, err := c.readReported(ctx, conf, set.StateDir, boot)
+	reported, r, err := c.readReported(ctx, set, boot)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,8 @@ type liveRead struct {
 // moment is --at), or by running sshare, across a decay pass when its
 // moment is unknown (--phase.wait), where slurmctld's boot (boot) says
 // when passes fall.
-func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, stateDir string, boot func(context.Context) (time.Time, error)) (out *shares.Table, r *liveRead, err error) {
+func (c *checkCmd) readReported(ctx context.Context, set *cli.Setup, boot func(context.Context) (time.Time, error)) (out *shares.Table, r *liveRead, err error) {
+	conf := set.Conf
 	if len(c.SshareFile) > 0 {
 		name := c.SshareFile[0] // Validate: one
 		f, err := os.Open(name)
@@ -124,11 +125,11 @@ func (c *checkCmd) readReported(ctx context.Context, conf *slurmconf.Config, sta
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, _, err := slurmstate.LastDecayRan(stateDir); err == nil {
+	if _, _, err := slurmstate.LastDecayRan(set.StateDir); err == nil {
 		wait = 0 // the state file says when passes fall
 	}
 	t := engine.NewTracker(engine.TrackerConfig{Read: func(ctx context.Context) (*shares.Table, error) { return sshare.Run(ctx, c.SlurmConf) },
-		BootTime: boot, Timeout: c.ReportedTimeout, Period: conf.PriorityCalcPeriod, Interval: conf.PriorityCalcPeriod / 3})
+		BootTime: boot, Process: set.Ctld, Timeout: c.ReportedTimeout, Period: conf.PriorityCalcPeriod, Interval: conf.PriorityCalcPeriod / 3})
 	t.SetConf(conf)
 	read, err := t.ReadAcrossPass(ctx, wait)
 	if err != nil {

@@ -208,7 +208,7 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 		engine.WithReload(func() (*slurmconf.Config, error) { return cli.LoadSlurmConf(s.SlurmConf) }), engine.WithStateDir(set.StateDir),
 		engine.WithStorage(s.StoragePath))
 	tc := s.tracker(conf)
-	tc.StateDir = set.StateDir
+	tc.StateDir, tc.Process = set.StateDir, set.Ctld
 	if tc.Read, tc.BootTime, err = s.Source(log, s.SlurmConf); err != nil {
 		return nil, err
 	}

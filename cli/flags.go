@@ -26,6 +26,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
@@ -98,6 +99,7 @@ func (d *DBFlags) dsn(log zerolog.Logger) (string, error) {
 type SlurmFlags struct {
 	SlurmConf string `name:"slurm-conf" default:"/etc/slurm/slurm.conf" type:"path" help:"slurm.conf: the priority settings, and ClusterName, the cluster whose reports are compared."`
 	StateDir  string `name:"slurm.state-dir" type:"path" help:"slurmctld's StateSaveLocation: priority_last_decay_ran gives the phase of the decay passes (default: StateSaveLocation from slurm.conf, when readable)."`
+	PidFile   string `name:"slurmctld.pid-file" type:"path" help:"slurmctld's pid file, with /proc: a restart seen without asking slurmctld its boot time at every read (default: SlurmctldPidFile from slurm.conf; unreadable, or slurmctld on another host: scontrol show config at every read)."`
 }
 
 // ClusterFlag is the clusters to read. serve exports each; check and
@@ -351,7 +353,12 @@ type Setup struct {
 	Conf     *slurmconf.Config
 	DSN      string
 	StateDir string
+	PidFile  string
 }
+
+// Ctld is the slurmctld process on this host (slurmstate.Ctld), for
+// engine.TrackerConfig.Process.
+func (s *Setup) Ctld() (slurmstate.Process, error) { return slurmstate.Ctld(s.PidFile) }
 
 // NewSetup reads slurm.conf and the DSN; the state directory defaults to
 // slurm.conf's StateSaveLocation.
@@ -368,7 +375,11 @@ func NewSetup(log zerolog.Logger, d *DBFlags, s *SlurmFlags) (*Setup, error) {
 	if stateDir == "" {
 		stateDir = conf.StateSaveLocation
 	}
-	return &Setup{Conf: conf, DSN: dsn, StateDir: stateDir}, nil
+	pidFile := s.PidFile
+	if pidFile == "" {
+		pidFile = conf.SlurmctldPidFile
+	}
+	return &Setup{Conf: conf, DSN: dsn, StateDir: stateDir, PidFile: pidFile}, nil
 }
 
 // Cluster is the one --cluster (ClusterFlag.One), or slurm.conf's

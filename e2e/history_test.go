@@ -321,7 +321,7 @@ func historyFidelity(t *testing.T, release string, v historyVariant) {
 		{"add", "user", "erin", "account=bio", "fairshare=3"},
 	})
 	dsn := readerDSNFile(t, c)
-	db := []string{"--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir()}
+	db := []string{"--dsn-file", dsn, "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir(), "--slurmctld.pid-file", c.PidFile()}
 	ev := historyEvent{Target: v.target, BoundOnly: v.boundOnly, HalfLife: halfLifeSeconds(t, v.halfLife)}
 	run := filepath.Join(recordings, "history", release, v.name)
 	if recording() {

@@ -40,6 +40,8 @@ type Tracker struct {
 	// after a failed read, or one after a read that put the phase in
 	// doubt); otherwise a read carries the boot last asked
 	askBoot bool
+	// proc is the slurmctld process last seen (TrackerConfig.Process)
+	proc slurmstate.Process
 	// passes counts the passes seen between reads (drift.PassBetween):
 	// what the phase tracker is given, so that a job's end charged
 	// between passes is not taken for one
@@ -94,10 +96,16 @@ type TrackerConfig struct {
 	Read ReportFunc
 	// BootTime, if set, asks slurmctld when it started: a restart starts
 	// its passes at a new phase. It is asked at the first read, and again
-	// only when a read shows a restart may have happened (a failed read,
-	// usage lost, a pass where none was expected or none where one was),
-	// not at every read (issue 33: scontrol show config is two RPCs).
+	// only when a restart may have happened: the slurmctld process
+	// changed (Process), or a read failed, showed usage lost, a pass
+	// where none was expected or none where one was. Not at every read
+	// (issue 33: scontrol show config is two RPCs), unless Process is
+	// nil or fails (slurmctld on another host).
 	BootTime func(ctx context.Context) (time.Time, error)
+	// Process is the slurmctld running on this host
+	// (slurmstate.Ctld): a restart, even one that keeps every value,
+	// changes it.
+	Process func() (slurmstate.Process, error)
 	// Timeout bounds one read (BootTime and Read together).
 	Timeout time.Duration
 	// Interval is how often serve reads when nothing tells when a pass
@@ -219,7 +227,7 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 		r.Raw = drift.RawByKey(r.Out)
 	}
 	t.mu.Lock()
-	ask := t.c.BootTime != nil && r.Err == nil && (t.askBoot || t.lost(r))
+	ask := t.c.BootTime != nil && r.Err == nil && (t.restarted() || t.askBoot || t.lost(r))
 	t.askBoot = t.askBoot || r.Err != nil
 	r.Boot = t.boot
 	t.mu.Unlock()
@@ -232,6 +240,18 @@ func (t *Tracker) Read(ctx context.Context) *Reading {
 	}
 	t.observe(r, ask)
 	return r
+}
+
+// restarted: slurmctld's process is not the one last seen, or cannot be
+// told (then every read asks its boot).
+func (t *Tracker) restarted() bool {
+	if t.c.Process == nil {
+		return true
+	}
+	p, err := t.c.Process()
+	moved := err != nil || p != t.proc
+	t.proc = p
+	return moved
 }
 
 // lost: r shows usage lost since the last read, which a restart from an

@@ -10,6 +10,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 )
 
 // TestReferences: a report's lag reference is the last earlier read whose
@@ -116,7 +117,8 @@ func TestTrackerReadBudget(t *testing.T) {
 	period := c.Conf().PriorityCalcPeriod
 	boots := 0
 	tr := NewTracker(TrackerConfig{Read: c.Report, Timeout: time.Minute, Interval: period, Period: period, Confirm: 1,
-		BootTime: func(ctx context.Context) (time.Time, error) { boots++; return c.Boot(ctx) }})
+		BootTime: func(ctx context.Context) (time.Time, error) { boots++; return c.Boot(ctx) },
+		Process:  func() (slurmstate.Process, error) { return slurmstate.Process{PID: 1, Start: 1}, nil }})
 	tr.clock = Clock{Now: c.Now, Speed: speed}
 	tr.SetConf(c.Conf())
 	start := c.Now()
@@ -151,4 +153,40 @@ func TestTrackerReadBudget(t *testing.T) {
 		t.Errorf("boot time asked %d times, want once", boots)
 	}
 	t.Logf("pinned after %v; %d reads in %.1f periods after", pinned.Sub(start), steady, periods)
+}
+
+// TestTrackerAsksBoot (issue 33): slurmctld's boot is asked at the first
+// read and when its process changes (a restart that keeps every value),
+// not at every read; without a way to see the process, at every read.
+func TestTrackerAsksBoot(t *testing.T) {
+	tree := fairshare.Synthetic(20, 3, 1)
+	table := shares.Of(tree, tree.FairTree())
+	boots := 0
+	proc := slurmstate.Process{PID: 10, Start: 100}
+	c := TrackerConfig{Read: func(context.Context) (*shares.Table, error) { return table, nil }, Timeout: time.Second, Period: time.Minute,
+		BootTime: func(context.Context) (time.Time, error) { boots++; return time.Unix(1_800_000_000, 0), nil },
+		Process:  func() (slurmstate.Process, error) { return proc, nil }}
+	tr := NewTracker(c)
+	read := func(n int) {
+		for range n {
+			if r := tr.Read(context.Background()); r.Err != nil || r.Boot.IsZero() {
+				t.Fatalf("read: %v, boot %v", r.Err, r.Boot)
+			}
+		}
+	}
+	read(3)
+	if boots != 1 {
+		t.Errorf("three reads of one slurmctld: boot asked %d times, want once", boots)
+	}
+	proc.PID = 11
+	read(2)
+	if boots != 2 {
+		t.Errorf("after a restart: boot asked %d times in all, want twice", boots)
+	}
+	c.Process = nil
+	tr, boots = NewTracker(c), 0
+	read(3)
+	if boots != 3 {
+		t.Errorf("no process to watch: boot asked %d times in three reads, want every read", boots)
+	}
 }

@@ -66,7 +66,10 @@ const Infinite = priority.Infinite
 type Config struct {
 	ClusterName       string
 	StateSaveLocation string
-	PriorityType      string
+	// SlurmctldPidFile is where slurmctld writes its pid
+	// (/var/run/slurmctld.pid by default).
+	SlurmctldPidFile string
+	PriorityType     string
 	// AccountingStorageEnforce, lower-case.
 	AccountingStorageEnforce []string
 	// PriorityFlags as bits and as written.
@@ -163,6 +166,7 @@ func FromRaw(raw *Raw) (*Config, error) {
 		PriorityMaxAge:           7 * 24 * time.Hour,
 		FairShareDampeningFactor: 1,
 		MessageTimeout:           10,
+		SlurmctldPidFile:         "/var/run/slurmctld.pid",
 		Pos:                      map[string]Pos{},
 		partitionDefault:         Partition{MaxTime: Infinite},
 	}
@@ -201,6 +205,8 @@ func (c *Config) set(s Setting) error {
 		c.ClusterName = strings.ToLower(v)
 	case "statesavelocation":
 		c.StateSaveLocation = v
+	case "slurmctldpidfile":
+		c.SlurmctldPidFile = v
 	case "prioritytype":
 		c.PriorityType = v
 	case "accountingstorageenforce":

@@ -159,3 +159,8 @@ func (c *Cluster) Sshare(args ...string) string {
 
 // StateDir is slurmctld's StateSaveLocation.
 func (c *Cluster) StateDir() string { return filepath.Join(c.Dir, "state") }
+
+// PidFile is slurmctld's pid file as the host sees it, for the exporter's
+// --slurmctld.pid-file (slurm.conf's path is the daemons', inside a
+// chroot release).
+func (c *Cluster) PidFile() string { return filepath.Join(c.Dir, "slurmctld.pid") }
