@@ -3,6 +3,7 @@ package drift
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
@@ -299,12 +300,35 @@ func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fair
 	if alg == fairshare.AlgorithmFairTree {
 		c.Drift = append(c.Drift, c.formulaRanks(out, rt, replay, atPass))
 	}
-	if in.Settling {
+	// Associations added since slurmctld's last pass: it prints its
+	// siblings' NormShares anew at once but the values of its last pass,
+	// computed on the tree before them (issue 30: a healthy series
+	// flagged 11 associations at that read), and ranks the new ones only
+	// at its next pass.
+	added := slices.ContainsFunc(out.Rows, func(r shares.Row) bool { return notYetComputed(out, &r) })
+	if in.Settling || added {
 		for i := range c.Drift {
 			c.Drift[i].Bound, c.Drift[i].Beyond = math.Inf(1), 0
 		}
 	}
+	if added && c.Formula != nil {
+		c.Formula.unjudge("not judged: associations were added since slurmctld's last decay pass, whose values are of the tree before them")
+	}
 	return reported, replayed, nil
+}
+
+// unjudge makes r's drifting entries ok, noting why: their drift is
+// measured, not judged.
+func (r *Report) unjudge(why string) {
+	for i := range r.Associations {
+		if e := &r.Associations[i]; e.Status == StatusDrift {
+			e.Status = StatusOK
+			e.Notes = append(e.Notes, why)
+			r.Summary.Counts[StatusDrift]--
+			r.Summary.Counts[StatusOK]++
+		}
+	}
+	clear(r.Summary.Beyond)
 }
 
 // reportedSides are the report's rows as sides, with the values of the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -236,5 +237,90 @@ func TestNotYetComputedNote(t *testing.T) {
 	var b strings.Builder
 	if err := c.Formula.WriteTable(&b); err != nil || !strings.Contains(b.String(), "not yet computed by slurmctld 1") {
 		t.Errorf("table: %v\n%s", err, b.String())
+	}
+}
+
+// TestAddedSinceThePass (issue 30): right after associations are added
+// (sacctmgr add user), slurmctld prints its siblings' NormShares anew but
+// the other values of its last pass, computed on the tree before them;
+// the formula drift that makes is measured, not judged, until its next
+// pass. The same report with the new row computed is judged, and drifts.
+// Fair Tree: a newcomer with no usage outranks everyone at its level, so
+// every user's rank moves (on this synthetic tree classic's values move
+// within the tolerance).
+func TestAddedSinceThePass(t *testing.T) {
+	for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmFairTree} {
+		before := fairshare.Synthetic(60, 3, 7)
+		var assocs []fairshare.Association
+		for i := range before.Len() {
+			assocs = append(assocs, before.Association(i))
+		}
+		// a user with many shares beside the first user of some account
+		at := slices.IndexFunc(assocs, func(a fairshare.Association) bool { return a.IsUser() })
+		assocs = append(assocs, fairshare.Association{Account: assocs[at].Account, User: "newcomer", Parent: assocs[at].Parent, Shares: 40})
+		after, err := fairshare.NewTree(assocs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := before.Compute(alg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := after.Compute(alg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the values of the last pass, NormShares anew, the new row blank
+		out := shares.Of(after, fresh)
+		byKey := map[Key]fairshare.Values{}
+		for i := range before.Len() {
+			a := before.Association(i)
+			byKey[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = old[i]
+		}
+		for i := range out.Rows {
+			r := &out.Rows[i]
+			v, ok := byKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}]
+			if !ok {
+				r.NormUsage, r.EffectvUsage, r.FairShare, r.LevelFS = math.NaN(), 0, 0, 0
+				continue
+			}
+			r.NormUsage, r.EffectvUsage, r.FairShare = math.Round(v.NormUsage*1e6)/1e6, math.Round(v.EffectiveUsage*1e6)/1e6, math.Round(v.FairShare*1e6)/1e6
+			if alg == fairshare.AlgorithmFairTree {
+				r.LevelFS = math.Round(v.LevelFS*1e6) / 1e6
+			}
+		}
+		judge := func(out *shares.Table) *Comparison {
+			c, err := CompareReport(Input{Algorithm: alg, Dampening: 1, Tolerance: Tolerance{Formula: 1e-4}, Report: out}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		c := judge(out)
+		noted := 0
+		for _, e := range c.Formula.Associations {
+			if slices.ContainsFunc(e.Notes, func(n string) bool { return strings.HasPrefix(n, "not judged: associations were added") }) {
+				noted++
+			}
+		}
+		if n := c.Formula.Summary.Counts[StatusDrift]; n != 0 || noted == 0 {
+			t.Errorf("%s: %d drifting, %d noted as not judged: want none drifting, the drift noted", alg, n, noted)
+		}
+		for _, d := range c.Drift {
+			if d.Beyond != 0 || !math.IsInf(d.Bound, 1) {
+				t.Errorf("%s: %s %s: %d beyond, bound %v: want measured, not judged", alg, d.Kind, d.Value, d.Beyond, d.Bound)
+			}
+		}
+		// the new row computed (its NormUsage 0): judged, and the old
+		// values drift
+		for i := range out.Rows {
+			if math.IsNaN(out.Rows[i].NormUsage) {
+				out.Rows[i].NormUsage = 0
+			}
+		}
+		if c := judge(out); c.Formula.Summary.Counts[StatusDrift] == 0 {
+			t.Errorf("%s: the values of the tree before the addition, judged: no drift", alg)
+		}
+		t.Logf("%s: %d entries' drift not judged", alg, noted)
 	}
 }
