@@ -213,7 +213,9 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 		return nil, err
 	}
 	if tc.Read != nil {
-		opts = append(opts, engine.WithTracker(engine.NewTracker(tc)))
+		t := engine.NewTracker(tc)
+		t.SetConf(conf)
+		opts = append(opts, engine.WithTracker(t))
 	}
 	return engine.NewLoop(engine.New(conf, dsn, opts...), col, s.schedule(tc.Interval)), nil
 }
@@ -255,7 +257,9 @@ func (s *serveCmd) demo(ctx context.Context, env *runEnv, col *collector.Collect
 	clock := engine.Clock{Now: c.Now, Speed: s.DemoSpeed}
 	tc := s.tracker(c.Conf())
 	tc.Read, tc.BootTime = c.Report, c.Boot
-	opts := append(s.options(env.log), engine.WithSource(cli.SimSource(c)), engine.WithClock(clock), engine.WithTracker(engine.NewTracker(tc)))
+	t := engine.NewTracker(tc)
+	t.SetConf(c.Conf())
+	opts := append(s.options(env.log), engine.WithSource(cli.SimSource(c)), engine.WithClock(clock), engine.WithTracker(t))
 	l := engine.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
 	go l.Run(ctx)
 	env.log.Info().Float64("speed", s.DemoSpeed).Dur("fault_interval", s.DemoFaultInterval).Dur("fault_duration", s.DemoFaultDuration).

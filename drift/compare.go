@@ -567,14 +567,18 @@ func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw
 }
 
 // PassBetween reports whether slurmctld ran a decay pass between two
-// reports. Two things show one: decay, the only thing that lowers an
-// association's RawUsage (besides an admin's reset, a fault drift shows
-// anyway), and the values slurmctld computes at a pass, an account's
-// NormUsage and EffectvUsage, changing. A job's end, charged at once under
-// AccountingStorageEnforce=limits, only raises its chain's RawUsage and
-// leaves those. A pass that changes neither (no usage yet, or every ratio
+// reports. Without AccountingStorageEnforce=limits (chargeAtEnd false)
+// RawUsage moves only at passes (an admin's reset aside, a fault drift
+// shows anyway), so any change shows one: on a young cluster, whose
+// usage all comes from running jobs, it only rises, and decay alone went
+// unseen (issue 33's live test: 10k associations, three jobs, never
+// pinned). Under limits a job's end is charged at once and only raises
+// its chain's RawUsage, so two things show a pass there: decay, the only
+// thing that lowers an association's RawUsage, and the values slurmctld
+// computes at a pass, an account's NormUsage and EffectvUsage, changing.
+// A pass that changes nothing of these (no usage yet, or every ratio
 // kept) goes unseen, which leaves the phase less known, never wrong.
-func PassBetween(prev, cur *shares.Table) bool {
+func PassBetween(prev, cur *shares.Table, chargeAtEnd bool) bool {
 	type seen struct {
 		raw, norm, efctv float64
 		twice            bool // one user in two partitions without sshare -m
@@ -591,7 +595,7 @@ func PassBetween(prev, cur *shares.Table) bool {
 		if !ok || p.twice {
 			continue
 		}
-		if r.RawUsage < p.raw || r.User == "" && (moved(r.NormUsage, p.norm) || moved(r.EffectvUsage, p.efctv)) {
+		if r.RawUsage < p.raw || !chargeAtEnd && r.RawUsage != p.raw || r.User == "" && (moved(r.NormUsage, p.norm) || moved(r.EffectvUsage, p.efctv)) {
 			return true
 		}
 	}

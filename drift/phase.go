@@ -43,6 +43,10 @@ type PhaseTracker struct {
 	// doubted: the last read contradicted the window (a bracket that fits
 	// none of its occurrences, or no pass seen across one)
 	doubted bool
+	// first is the first read's start, changed the end of the last read
+	// whose usage differed from the one before: passes that change
+	// nothing (an idle cluster) leave nothing to infer (quiet)
+	first, changed time.Time
 }
 
 type phaseRead struct {
@@ -64,6 +68,11 @@ func (p *PhaseTracker) Observe(start, end time.Time, usage uint64) {
 	prev, had := p.prev, p.haveRead
 	if had {
 		p.before = [2]time.Time{p.before[1], prev.start}
+	} else {
+		p.first = start
+	}
+	if had && prev.usage != usage {
+		p.changed = end
 	}
 	p.prev, p.haveRead, p.doubted = cur, true, false
 	if !had || end.Sub(prev.start) > p.Period {
@@ -76,7 +85,7 @@ func (p *PhaseTracker) Observe(start, end time.Time, usage uint64) {
 		// window that see none put it in doubt, as a conflicting bracket
 		// does (a restart moved the phase; the caller may ask
 		// slurmctld's boot), without a bracket to replace it with.
-		if p.valid && p.spans(prev.end, start) {
+		if p.valid && p.spans(prev.end, start) && !p.changed.IsZero() && !p.quiet(start) {
 			p.doubted = true
 			if p.conflicts++; p.conflicts >= 2 {
 				p.valid, p.conflicts = false, 0
@@ -95,6 +104,18 @@ func (p *PhaseTracker) spans(a, b time.Time) bool {
 	}
 	k := phaseFloor(b.Sub(p.hi), p.Period)
 	return p.lo.Add(k * p.Period).After(a)
+}
+
+// quiet: no read has shown a change for two periods up to t (nor since
+// the first read, two periods ago): passes go unseen, so reading more
+// would find nothing. A read across a pass that sees none is evidence
+// only where reads have seen passes, lately.
+func (p *PhaseTracker) quiet(t time.Time) bool {
+	since := p.changed
+	if since.IsZero() {
+		since = p.first
+	}
+	return t.Sub(since) >= 2*p.Period
 }
 
 // Doubted reports whether the last read contradicted the phase: a pass
@@ -230,6 +251,16 @@ func (p *PhaseTracker) Next(lastStart, lastEnd time.Time, interval time.Duration
 		return phaseLater(t, earliest)
 	}
 	limit := lastStart.Add(min(interval, p.Period/3))
+	if p.quiet(lastEnd) {
+		// nothing to infer from: once a period, just after the pass the
+		// window, if any, says (the boot's), for fresh values
+		limit = lastStart.Add(min(interval, p.Period))
+		if p.valid {
+			k := phaseFloor(lastEnd.Add(phaseMinGap).Sub(p.hi), p.Period) + 1
+			limit = p.hi.Add(k*p.Period + 1500*time.Millisecond + lastEnd.Sub(lastStart))
+		}
+		return capped(limit)
+	}
 	if !p.valid {
 		return capped(limit)
 	}

@@ -355,3 +355,39 @@ func TestPhaseReadsWhileInferring(t *testing.T) {
 		}
 	}
 }
+
+// TestPhaseQuiet: on a cluster whose passes change nothing the reads can
+// see (no usage yet), nothing can be inferred: after two periods of
+// reads that saw no change, serve reads once a period, and the boot's
+// window, which no pass contradicted, stays.
+func TestPhaseQuiet(t *testing.T) {
+	for _, boot := range []bool{true, false} {
+		p := &PhaseTracker{Period: simPeriod, Confirm: 1}
+		if boot {
+			p.SeedBoot(simBase.Add(-time.Hour - 13*time.Second))
+		}
+		start, dur := simBase, 50*time.Millisecond
+		var reads []time.Time
+		for start.Sub(simBase) < 12*simPeriod {
+			p.Observe(start, start.Add(dur), 7)
+			reads = append(reads, start)
+			start = p.Next(start, start.Add(dur), simPeriod)
+		}
+		late := 0
+		for _, r := range reads {
+			if r.Sub(simBase) >= 3*simPeriod {
+				late++
+			}
+		}
+		if late > 9+1 {
+			t.Errorf("boot %v: %d reads in the 9 quiet periods after the first three, want one a period", boot, late)
+		}
+		if boot && (!p.valid || !p.Pinned()) {
+			t.Errorf("the boot's window dropped without a pass seen against it")
+		}
+		if _, _, ok := p.Pass(start); ok {
+			t.Errorf("boot %v: a phase known with no pass ever seen", boot)
+		}
+		t.Logf("boot %v: %d reads in 12 periods, %d in the last 9", boot, len(reads), late)
+	}
+}

@@ -35,6 +35,9 @@ type Tracker struct {
 	// slurm.conf
 	period time.Duration
 	decay  float64
+	// chargeAtEnd: AccountingStorageEnforce=limits, under which a job's
+	// end raises RawUsage between passes (drift.PassBetween)
+	chargeAtEnd bool
 	boot   time.Time // slurmctld's, as last asked
 	// askBoot: ask slurmctld's boot at the next read (the first, one
 	// after a failed read, or one after a read that put the phase in
@@ -209,6 +212,7 @@ func (t *Tracker) SetConf(conf *slurmconf.Config) {
 	t.mu.Lock()
 	t.period = conf.PriorityCalcPeriod
 	t.decay = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
+	t.chargeAtEnd = conf.EnforceLimits()
 	t.mu.Unlock()
 }
 
@@ -273,7 +277,7 @@ func (t *Tracker) observe(r *Reading, asked bool) {
 		t.askBoot = r.BootErr != nil || r.Boot.IsZero()
 	}
 	first := t.prev == nil
-	r.Pass = !first && drift.PassBetween(t.prev.Out, r.Out)
+	r.Pass = !first && drift.PassBetween(t.prev.Out, r.Out, t.chargeAtEnd)
 	if r.Pass {
 		t.passes++
 	}

@@ -79,7 +79,7 @@ func TestPassesShowOnlyAtPasses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := drift.PassBetween(prev, cur), s.lastPass != last; got != want {
+		if got, want := drift.PassBetween(prev, cur, s.conf.EnforceLimits()), s.lastPass != last; got != want {
 			t.Errorf("t=%d: pass seen %v, pass fell %v", s.t, got, want)
 		}
 		if s.lastPass != last {
