@@ -14,12 +14,13 @@ TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 # record and the long soak.
 RECORDED  := TestHistoryFidelity|TestRealSlurmRollup|TestForecastAgainstSshare
 HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
-# MEASURED: live measurements that record nothing (make passes)
-MEASURED  := TestPassSchedule
+# MEASURED: live measurements that record nothing (make passes, make
+# read-budget)
+MEASURED  := TestPassSchedule|TestReadBudget
 LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
 RELEASES ?= 22.05 24.11 26.05
 
-.PHONY: build test test-live record passes demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
+.PHONY: build test test-live record passes read-budget demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -30,11 +31,12 @@ test:
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
 
-## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
+## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), the read budget (make read-budget), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
 test-live:
 	@$(MAKE) --no-print-directory demo-alerts > demo-alerts.log 2>&1 & demo=$$!; \
 	$(MAKE) --no-print-directory record LOG=test-live.log || status=1; \
 	$(MAKE) --no-print-directory passes >> test-live.log 2>&1 || status=1; \
+	$(MAKE) --no-print-directory read-budget >> test-live.log 2>&1 || status=1; \
 	echo "soak on Slurm 22.05"; : > soak.log; \
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-10m} $(GO) test -count=1 -timeout 60m -v -run '^TestServeRealSlurm$$' ./e2e > soak.log 2>&1 || status=1; \
 	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; \
@@ -55,6 +57,15 @@ passes:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	@SLURMDBD_EXPORTER_PASS_WATCH=$(PASS_WATCH) SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 0 -parallel 3 -v -run '^TestPassSchedule$$' ./e2e > passes.log 2>&1; \
 	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|passes:|_test.go' passes.log; rm -f passes.log; exit $$status
+
+## read-budget: what serve and check cost slurmctld with the state file hidden, against issue 33's budgets: sshare reads per period (at most 3 in each of the first two, 1 a period after), sdiag's REQUEST_SHARE_INFO, REQUEST_BUILD_INFO (at most 3 a run) and REQUEST_PING, slurmctld's CPU over idle, the exporter's with its children, and check's reads (at most 15, 3 a minute); READ_BUDGET_ASSOCIATIONS (default 10000) generated associations, PriorityCalcPeriod each of READ_BUDGET_CALC (1m 5m) for READ_BUDGET_PERIODS (10 at 1m, 8 at 5m; "5m=6"), on each of READ_BUDGET_RELEASES side by side (root; about 70 minutes)
+READ_BUDGET_RELEASES ?= 22.05 26.05
+READ_BUDGET_CALC ?= 1m 5m
+read-budget:
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version), $$(date -u +%FT%TZ)"
+	@READ_BUDGET_PERIODS="$(READ_BUDGET_PERIODS)" READ_BUDGET_CALC="$(READ_BUDGET_CALC)" READ_BUDGET_ASSOCIATIONS="$(READ_BUDGET_ASSOCIATIONS)" \
+	SLURMDBD_EXPORTER_RELEASES="$(READ_BUDGET_RELEASES)" $(GO) test -count=1 -timeout 150m -parallel 2 -v -run '^TestReadBudget$$' ./e2e > read-budget.log 2>&1; \
+	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|read budget|_test.go' read-budget.log; rm -f read-budget.log; exit $$status
 
 ## demo-alerts: serve --demo with default flags under Prometheus with the shipped rules as they are (for: in minutes): quiet while healthy, then UsageDrift, FairshareDriftHigh and RollupStalled fire and resolve with the demo's faults, UsageLost fires (about 95 minutes; run beside make record by make test-live)
 demo-alerts:

@@ -38,7 +38,7 @@ type Tracker struct {
 	// chargeAtEnd: AccountingStorageEnforce=limits, under which a job's
 	// end raises RawUsage between passes (drift.PassBetween)
 	chargeAtEnd bool
-	boot   time.Time // slurmctld's, as last asked
+	boot        time.Time // slurmctld's, as last asked
 	// askBoot: ask slurmctld's boot at the next read (the first, one
 	// after a failed read, or one after a read that put the phase in
 	// doubt); otherwise a read carries the boot last asked
