@@ -282,43 +282,6 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 		t.Errorf("check after NO_FAIR_TREE by scontrol reconfigure (slurmctld started afresh): algorithm %s, formula %v, want classic with no formula drift\n%s",
 			rep.Algorithm, formula, stderr)
 	}
-
-	// (c) slurmctld back from an older checkpoint of its usage, as after a
-	// kill without saving (issue 30): assoc_usage as it was two passes
-	// before, the jobs' charge since then lost. Stopped with SIGTERM, so
-	// that its job state stays current (a SIGKILL's older job_state may
-	// lose the running jobs, which is not the fault here). Flagged as
-	// usage drift within two periods of its start, and by the loss
-	// detector across the restart (carol's chain, which no fault above
-	// touched, joins what drifts).
-	usageFile := filepath.Join(c.StateDir(), "assoc_usage")
-	c.WaitDecayPass()
-	checkpoint, err := os.ReadFile(usageFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.WaitDecayPass()
-	c.WaitDecayPass()
-	lostBefore := series(lossesTotal, "slurm_cluster", c.Name, "kind", result.LossAcrossRestart)
-	m, _ = s.scrape()
-	lost0, beyond0 := m[lostBefore], m[rawUsage]
-	c.StopDaemon("slurmctld")
-	if err := os.WriteFile(usageFile, checkpoint, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c.RestartCtld("NO_FAIR_TREE")
-	restarted := time.Now()
-	within := 2*c.CalcPeriod() + 30*time.Second // a period to the next read, one for slurmctld's first pass, and the read itself
-	m, held, err = s.scrapeUntil(10*c.CalcPeriod(), 2*time.Second, func(m map[string]float64) bool { return m[rawUsage] > beyond0 })
-	took := time.Since(restarted)
-	_, _, which = driftBeyond(m, c.Name)
-	t.Logf("slurmctld back from a checkpoint two passes old: usage drift after %v: %v; usage (computed, reported) %v", took.Round(time.Second), which, usagePairs(m, c.Name))
-	if !held || took > within {
-		t.Errorf("slurmctld back from an older checkpoint: usage drift flagged %v (after %v), want within %v (last scrape: %v)\n%s", held, took.Round(time.Second), within, err, testenv.Tail(s.logs.Bytes()))
-	}
-	if m, _, _ := s.scrapeUntil(within, 2*time.Second, func(m map[string]float64) bool { return m[lostBefore] > lost0 }); m[lostBefore] <= lost0 {
-		t.Errorf("slurmctld back from an older checkpoint: no usage loss counted across the restart (%s)", lostBefore)
-	}
 }
 
 // notOK lists the report's associations whose status is not ok, as
