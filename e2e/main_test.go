@@ -49,6 +49,14 @@ func runExporter(t testing.TB, args ...string) (code int, stdout, stderr string)
 // process's).
 func runExporterEnv(t testing.TB, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	code, stdout, stderr, _ = runExporterProc(t, env, args...)
+	return code, stdout, stderr
+}
+
+// runExporterProc is runExporterEnv with the finished process's state
+// (its CPU and its children's, for one).
+func runExporterProc(t testing.TB, env []string, args ...string) (code int, stdout, stderr string, ps *os.ProcessState) {
+	t.Helper()
 	var o, e bytes.Buffer
 	cmd := exec.Command(exporter, args...)
 	cmd.Env = env
@@ -61,7 +69,7 @@ func runExporterEnv(t testing.TB, env []string, args ...string) (code int, stdou
 	case err != nil:
 		t.Fatalf("%s: %v", exporter, err)
 	}
-	return code, o.String(), e.String()
+	return code, o.String(), e.String(), cmd.ProcessState
 }
 
 func freeAddr(t testing.TB) string {
