@@ -250,18 +250,12 @@ func (p *PhaseTracker) Next(lastStart, lastEnd time.Time, interval time.Duration
 		}
 		return phaseLater(t, earliest)
 	}
+	quiet := p.quiet(lastEnd)
 	limit := lastStart.Add(min(interval, p.Period/3))
-	if p.quiet(lastEnd) {
-		// nothing to infer from: once a period, just after the pass the
-		// window, if any, says (the boot's), for fresh values
-		limit = lastStart.Add(min(interval, p.Period))
-		if p.valid {
-			k := phaseFloor(lastEnd.Add(phaseMinGap).Sub(p.hi), p.Period) + 1
-			limit = p.hi.Add(k*p.Period + 1500*time.Millisecond + lastEnd.Sub(lastStart))
-		}
-		return capped(limit)
-	}
 	if !p.valid {
+		if quiet {
+			limit = lastStart.Add(min(interval, p.Period))
+		}
 		return capped(limit)
 	}
 	// The guard keeps a read's whole span (of about the last one's length) off
@@ -273,6 +267,10 @@ func (p *PhaseTracker) Next(lastStart, lastEnd time.Time, interval time.Duration
 	k := phaseFloor(earliest.Sub(p.hi.Add(guard)), p.Period) + 1 // the first occurrence to read after
 	lo, hi := occ(k)
 	switch {
+	case quiet:
+		// nothing to infer from: once a period, just after the pass the
+		// window (the boot's) says, for fresh values
+		return capped(hi.Add(guard))
 	case !p.Pinned():
 		// a pass after the last third is bracketed by that read and the
 		// next occurrence's first
