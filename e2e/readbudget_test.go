@@ -182,16 +182,7 @@ func budgetIdle(p time.Duration) time.Duration { return max(time.Minute, p) }
 
 // machine describes this machine as make bench does.
 func machine() string {
-	model := "?"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%d cores, %s, %s", runtime.NumCPU(), model, runtime.Version())
+	return fmt.Sprintf("%d cores, %s, %s", runtime.NumCPU(), cpuModel(), runtime.Version())
 }
 
 // budgetCluster is a release's cluster with the generated tree and a few

@@ -38,22 +38,25 @@ func startRun(t *testing.T, run string) {
 	if err := os.RemoveAll(run); err != nil {
 		t.Fatal(err)
 	}
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
 	err := os.MkdirAll(run, 0o755)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(run, "machine"), []byte(fmt.Sprintf("%d cores, %s\n", runtime.NumCPU(), model)), 0o644)
+		err = os.WriteFile(filepath.Join(run, "machine"), []byte(fmt.Sprintf("%d cores, %s\n", runtime.NumCPU(), cpuModel())), 0o644)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cpuModel is this machine's CPU as /proc/cpuinfo names it.
+func cpuModel() string {
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return "unknown CPU"
 }
 
 // eventFile is a capture's judgement inputs, as the test wrote them.
