@@ -50,7 +50,7 @@ type serveCmd struct {
 	StoragePath     string        `name:"storage.path" type:"path" help:"Directory to keep each cluster's decayed usage in across restarts (<cluster>.usage), so that a restart reads only what came after instead of the whole history, and the phase of slurmctld's decay passes as reads pinned it (<cluster>.passes), so that a restart need not infer it again ('': none)."`
 
 	cli.ReportedFlags
-	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod)."`
+	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod). The reads are timed around slurmctld's decay passes, at most three a period; an interval under a third of the period lifts that cap."`
 	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
 	cli.DriftFlags
 	cli.MauiFlags

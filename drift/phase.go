@@ -240,8 +240,19 @@ func (p *PhaseTracker) Pinned() bool {
 // confirmEvery periods the read after one pass moves to just before the
 // next, so that the pair either side of that pass confirms the phase (a
 // restart of slurmctld moves it) at the same one read a period. An
-// interval shorter than the period adds regular reads.
+// interval shorter than the period adds regular reads; one shorter than a
+// third of it is an operator asking for more than three reads a period
+// (--reported.interval), and no read then waits longer than it.
 func (p *PhaseTracker) Next(lastStart, lastEnd time.Time, interval time.Duration) time.Time {
+	next := p.next(lastStart, lastEnd, interval)
+	if regular := lastStart.Add(interval); 3*interval < p.Period && regular.Before(next) {
+		return phaseLater(regular, lastEnd.Add(phaseMinGap))
+	}
+	return next
+}
+
+// next is Next's schedule, the operator's interval aside.
+func (p *PhaseTracker) next(lastStart, lastEnd time.Time, interval time.Duration) time.Time {
 	earliest := lastEnd.Add(phaseMinGap)
 	// capped: three reads a period at most, whatever the schedule
 	capped := func(t time.Time) time.Time {

@@ -304,6 +304,57 @@ func TestPhaseNextPace(t *testing.T) {
 	}
 }
 
+// TestPhaseOperatorInterval: --reported.interval shorter than a third of
+// the period is an operator asking for more reads than the three a period
+// the schedule allows itself: no read waits longer than it, whether the
+// phase is unknown, seeded by the boot, known or quiet (CI found serve
+// reading a hung sshare 50 s after the last good read at a 3 s interval).
+// A third of the period or more keeps the cap.
+func TestPhaseOperatorInterval(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		interval time.Duration
+		seed     bool
+		quiet    bool // the usage never changes
+	}{
+		{"unknown", 3 * time.Second, false, false},
+		{"boot", 3 * time.Second, true, false},
+		{"boot, quiet", 3 * time.Second, true, true},
+		{"unknown, quiet", 3 * time.Second, false, true},
+		{"a third", simPeriod / 3, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			boot := simBase.Add(-17 * time.Minute)
+			s := &phaseSim{}
+			if !c.quiet {
+				s.addPasses(boot.Add(time.Second), simBase.Add(-simPeriod), simBase.Add(12*simPeriod))
+			}
+			d := &phaseDriver{t: t, p: &PhaseTracker{Period: simPeriod, Confirm: 1}, s: s, dur: 50 * time.Millisecond, interval: c.interval, rnd: rand.New(rand.NewSource(1))}
+			if c.seed {
+				d.p.SeedBoot(boot)
+			}
+			d.read(simBase)
+			var starts []time.Time
+			for d.start.Before(simBase.Add(10 * simPeriod)) {
+				starts = append(starts, d.start)
+				last := d.start
+				d.step()
+				if gap := d.start.Sub(last); 3*c.interval < simPeriod && gap > c.interval {
+					t.Fatalf("at %v: %v to the next read, interval %v (pinned %v)", last.Sub(simBase), gap, c.interval, d.p.Pinned())
+				}
+			}
+			if 3*c.interval < simPeriod {
+				return
+			}
+			for i := 3; i < len(starts); i++ {
+				if starts[i].Sub(starts[i-3]) < simPeriod {
+					t.Fatalf("four reads within a period at %v", starts[i-3].Sub(simBase))
+				}
+			}
+		})
+	}
+}
+
 // TestPhaseReadsWhileInferring: at most three reads a period until the
 // phase is pinned (issue 33), at a 1- and a 5-minute period, with a fast
 // and a 2-second sshare. With slurmctld's boot known (SeedBoot) the phase
