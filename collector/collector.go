@@ -98,6 +98,12 @@ var (
 		"slurm_cluster", "kind")
 	descLastLoss = desc("fairshare", "usage_loss_timestamp_seconds", "When a user association's usage loss (usage_losses_total) was read (unix seconds), for the last 20 losses.",
 		"slurm_cluster", "account", "user", "partition", "kind")
+	descBillingJobs = desc("fairshare", "billing_checked_jobs", "Jobs that started since slurm.conf last changed and ran after the last hourly rollup whose billing slurmctld recorded, checked against slurm.conf's TRESBillingWeights and PriorityFlags, as of the last refresh (slurm.conf's cluster only).",
+		"slurm_cluster", "partition")
+	descBillingMismatched = desc("fairshare", "billing_mismatched_jobs", "Of billing_checked_jobs, those slurmctld billed other than slurm.conf's TRESBillingWeights and PriorityFlags give (beyond its truncation to an integer): slurmctld runs with other billing weights, and charges fairshare usage by them.",
+		"slurm_cluster", "partition")
+	descBillingRatio = desc("fairshare", "billing_ratio", "Billing slurmctld recorded over what slurm.conf's weights give (truncated as slurmctld records it), summed over billing_checked_jobs: 1 when they agree.",
+		"slurm_cluster", "partition")
 	descRollupLag = desc("fairshare", "rollup_lag_seconds", "Seconds from the last hourly rollup (last_ran_table) to the moment the values are computed for; NaN, which never alarms, before a cluster's first rollup.",
 		"slurm_cluster")
 	descComputed = desc("fairshare", "computed_timestamp_seconds", "The moment the cluster's database values are computed for (unix seconds).",
@@ -380,6 +386,13 @@ func collectCluster(cl *result.Cluster, out sink) {
 		}
 		for _, x := range l.Last {
 			gauge(descLastLoss, seconds(x.At), cl.Name, x.Account, x.User, x.Partition, x.Kind)
+		}
+	}
+	for _, b := range cl.Billing {
+		gauge(descBillingJobs, float64(b.Jobs), cl.Name, b.Partition)
+		gauge(descBillingMismatched, float64(b.Mismatched), cl.Name, b.Partition)
+		if b.Expected > 0 {
+			gauge(descBillingRatio, b.Recorded/b.Expected, cl.Name, b.Partition)
 		}
 	}
 	for _, d := range cl.Drift {

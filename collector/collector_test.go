@@ -408,3 +408,25 @@ func recoverySeries(t *testing.T, text, cluster string, want int) {
 		t.Error("no recovery_computed_timestamp_seconds of the cluster")
 	}
 }
+
+// TestBillingMetrics: one series of each per partition checked; no ratio
+// where nothing was expected (a partition of CPU-less jobs).
+func TestBillingMetrics(t *testing.T) {
+	snap := engine.Demo(time.Now(), 20)
+	cl := &snap.Clusters[0]
+	cl.Billing = []result.Billing{{Partition: "gpu", Jobs: 3, Mismatched: 1, Recorded: 34, Expected: 35}, {Partition: "none", Jobs: 1}}
+	_, text := publishedText(t, snap, false)
+	for _, want := range []string{
+		`slurmdbd_fairshare_billing_checked_jobs{partition="gpu",slurm_cluster="demo"} 3` + "\n",
+		`slurmdbd_fairshare_billing_mismatched_jobs{partition="gpu",slurm_cluster="demo"} 1` + "\n",
+		fmt.Sprintf(`slurmdbd_fairshare_billing_ratio{partition="gpu",slurm_cluster="demo"} %g`+"\n", 34.0/35),
+		`slurmdbd_fairshare_billing_checked_jobs{partition="none",slurm_cluster="demo"} 1` + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q", want)
+		}
+	}
+	if strings.Contains(text, `slurmdbd_fairshare_billing_ratio{partition="none"`) {
+		t.Error("a ratio over nothing expected")
+	}
+}

@@ -92,6 +92,7 @@ func testRelease(t *testing.T, release string) {
 	// At least a minute and a pass of slurmctld's while jobs run and end;
 	// a slurmctld that runs no pass in five periods fails it.
 	watched, pass := time.Now(), c.LastDecayRan()
+	billed := 0.0 // jobs whose billing serve checked, at most
 	for passed := false; !passed || time.Since(watched) < time.Minute; passed = passed || string(c.LastDecayRan()) != string(pass) {
 		if !passed && time.Since(watched) > 5*c.CalcPeriod() {
 			t.Fatalf("no decay pass of slurmctld's within %v", 5*c.CalcPeriod())
@@ -104,8 +105,12 @@ func testRelease(t *testing.T, release string) {
 			if f, u, which := driftBeyond(m, c.Name); f+u > 0 {
 				t.Errorf("%s: drift beyond tolerance: %v; largest drifts %v; usage (computed, reported) %v", name, which, maxDrift(m, c.Name), usagePairs(m, c.Name))
 			}
+			billed = max(billed, billingQuiet(t, m, c.Name))
 		}
 		time.Sleep(10 * time.Second)
+	}
+	if billed == 0 {
+		t.Errorf("healthy cluster: serve checked the billing of no job")
 	}
 	for name, s := range servers {
 		if m, _ := s.scrape(); m[aliceReported] <= 0 {
@@ -180,6 +185,9 @@ func testRelease(t *testing.T, release string) {
 // 24.11.5 and 26.05.5 check found every association ok again right after
 // the reconfigure, as if alice's reset had not outlived the old process
 // (the sshare line logged after it says).
+//
+// (c) TRESBillingWeights edited in slurm.conf and not loaded
+// (billingFault).
 func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promServer, db []string) {
 	t.Helper()
 	rawUsage := series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", c.Name, "kind", "usage", "value", "raw_usage")
@@ -282,6 +290,9 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 		t.Errorf("check after NO_FAIR_TREE by scontrol reconfigure (slurmctld started afresh): algorithm %s, formula %v, want classic with no formula drift\n%s",
 			rep.Algorithm, formula, stderr)
 	}
+
+	// (c) TRESBillingWeights in slurm.conf not loaded by slurmctld
+	billingFault(t, c, s, prom)
 }
 
 // notOK lists the report's associations whose status is not ok, as

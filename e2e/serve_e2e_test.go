@@ -291,7 +291,7 @@ func (s *served) waitGoodRefreshes(what string, n int) map[string]float64 {
 // the drift they should: PriorityFlags switched by scontrol reconfigure
 // without a restart (formula drift and the applied algorithm), RawUsage=0
 // set by sacctmgr and the assoc_usage state lost over a restart (usage
-// drift); MariaDB stopped: the last good values stay served,
+// drift); TRESBillingWeights edited and not loaded (billingFault); MariaDB stopped: the last good values stay served,
 // up{source="db"} is 0 and the last success frozen, and it recovers within
 // one refresh.
 func TestServeRealSlurm(t *testing.T) {
@@ -322,6 +322,7 @@ func TestServeRealSlurm(t *testing.T) {
 	w := startSoakWorkload(c, soak)
 	t.Logf("soak of %v from %s", soak, healthy.Format(time.TimeOnly))
 	var st soakStats
+	billed := 0.0 // jobs whose billing serve checked, at most
 	end := healthy.Add(soak)
 	nextCheck := healthy.Add(2 * time.Minute)
 	for time.Now().Before(end) {
@@ -340,6 +341,7 @@ func TestServeRealSlurm(t *testing.T) {
 			t.Errorf("false alarm while jobs run: %v; largest drifts %v, bounds %v; usage (computed at the last refresh, reported) %v\n%s",
 				which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name), testenv.Tail(s.logs.Bytes()))
 		}
+		billed = max(billed, billingQuiet(t, m, name))
 		if st.scrapes == 0 {
 			promtool(t, body)
 		}
@@ -365,6 +367,9 @@ func TestServeRealSlurm(t *testing.T) {
 		w.scraped(t, m)
 	}
 	st.report(t)
+	if billed == 0 {
+		t.Errorf("soak: serve checked the billing of no job")
+	}
 	// slurmctld keeps finished jobs MinJobAge (300 s) and sends their ends
 	// again after a restart: those from before the rollup rewind it
 	if resent := w.Restarted.Add(-300 * time.Second); w.rewound.IsZero() && hourAt.After(healthy) && hourAt.Before(w.Restarted) && hourAt.After(resent) {
@@ -490,6 +495,9 @@ func TestServeRealSlurm(t *testing.T) {
 	// for: 30 s, then a scrape and an evaluation
 	as = prom.waitAlerts("UsageDrift firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
 	t.Logf("Prometheus after lost usage: %s", alertList(as))
+
+	// (d) TRESBillingWeights edited in slurm.conf and not loaded
+	billingFault(t, c, s, prom)
 
 	// MariaDB stopped: last good values served, db down, success frozen.
 	last := series("slurmdbd_exporter_last_success_timestamp_seconds", "source", "db")

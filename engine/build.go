@@ -125,6 +125,8 @@ type Inputs struct {
 	Recovery *result.Recovery
 	// Losses are the usage losses the reports showed (nil: none read).
 	Losses *result.Losses
+	// Billing: see result.Cluster.Billing.
+	Billing []result.Billing
 	// Detail asks Build for explain's detail: each factor's range over
 	// the possible pass moments (result.Association.Range,
 	// result.Job.Range) and each pending job's priority (Cluster.Jobs).
@@ -140,7 +142,7 @@ type Inputs struct {
 
 // Build computes a cluster's published values.
 func Build(in *Inputs) (result.Cluster, error) {
-	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses}
+	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses, Billing: in.Billing}
 	var rc *drift.Comparison
 	if in.Report != nil {
 		var err error

@@ -385,6 +385,9 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	for _, p := range in.setTRES(snap) {
 		problems = append(problems, problem{p, p})
 	}
+	if local {
+		problems = append(problems, in.checkBilling(snap.Jobs, snap.TRESNames, conf)...)
+	}
 	ids := make([]uint32, len(snap.Tree.Row))
 	for i, r := range snap.Tree.Row {
 		ids[i] = snap.Rows[r].ID

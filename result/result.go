@@ -244,6 +244,31 @@ type Cluster struct {
 	// RecoveryComputed is when Association.Recovery was computed (zero:
 	// never).
 	RecoveryComputed time.Time
+	// Billing checks, per partition, the billing slurmctld recorded for
+	// the jobs that started since slurm.conf last changed against its
+	// TRESBillingWeights (nil: not checked, clusters other than
+	// slurm.conf's).
+	Billing []Billing
+}
+
+// Billing is the check of one partition's jobs: how many were checked,
+// how many slurmctld billed other than slurm.conf says, and the sums of
+// what it billed and of what slurm.conf gives, truncated as slurmctld
+// records it.
+type Billing struct {
+	Partition          string
+	Jobs, Mismatched   int
+	Recorded, Expected float64
+	// Example is the first job billed otherwise (nil: none).
+	Example *BillingExample
+}
+
+// BillingExample: see Billing.Example.
+type BillingExample struct {
+	// Job is id_job; Recorded what slurmctld recorded, Expected what
+	// slurm.conf gives before truncation.
+	Job                uint32
+	Recorded, Expected float64
 }
 
 // Job is one pending job's priority in one partition.

@@ -272,7 +272,7 @@ func (s *Cluster) step(u *user, t int64) {
 		u.end = t + u.run
 		u.next = u.end
 		u.job = len(s.tables.Jobs)
-		s.tables.Jobs = append(s.tables.Jobs, usage.Job{Inx: uint64(s.jobs), Assoc: uint32(u.i + 1), QOS: u.qos, Start: t,
+		s.tables.Jobs = append(s.tables.Jobs, usage.Job{Inx: uint64(s.jobs), ID: uint32(s.jobs), Partition: u.part, Assoc: uint32(u.i + 1), QOS: u.qos, Start: t,
 			TRESAlloc: fmt.Sprintf("1=%d,4=1,5=%d", u.cpus, u.cpus)})
 	default: // end: AccountingStorageEnforce=limits charges the job's last interval now
 		j := &s.tables.Jobs[u.job]

@@ -49,8 +49,12 @@ var flagNames = map[string]uint32{
 type Partition struct {
 	Name               string
 	TRESBillingWeights string
-	PriorityJobFactor  uint32
-	PriorityTier       uint32
+	// Billing is TRESBillingWeights by lower-case TRES name (cpu, mem,
+	// gres/gpu), each weight per the TRES's base unit (memory: per MB), as
+	// slurmctld converts it; nil: none, and jobs are billed their CPUs.
+	Billing           map[string]float64
+	PriorityJobFactor uint32
+	PriorityTier      uint32
 	// Nodes as written; "ALL" or empty: every node.
 	Nodes string
 	// MaxTime in minutes; Infinite unless set.
@@ -102,6 +106,10 @@ type Config struct {
 	partitionDefault Partition
 	// Pos tells where each setting above was read, by canonical key.
 	Pos map[string]Pos
+	// ModTime is when slurm.conf or a file it includes last changed
+	// (zero: not read from files): slurmctld cannot have applied a
+	// setting before it was written.
+	ModTime time.Time
 }
 
 // Algorithm is the fairshare algorithm the flags select.
@@ -169,6 +177,7 @@ func FromRaw(raw *Raw) (*Config, error) {
 		SlurmctldPidFile:         "/var/run/slurmctld.pid",
 		Pos:                      map[string]Pos{},
 		partitionDefault:         Partition{MaxTime: Infinite},
+		ModTime:                  raw.ModTime,
 	}
 	for _, l := range raw.Lines {
 		if p, ok := l.Get("PartitionName"); ok {
@@ -348,6 +357,7 @@ func (c *Config) partition(l Line, name Setting) error {
 		switch strings.ToLower(s.Key) {
 		case "tresbillingweights":
 			p.TRESBillingWeights = s.Value
+			p.Billing, err = billingWeights(s.Value)
 		case "priorityjobfactor", "priority":
 			p.PriorityJobFactor, err = weight(s.Value)
 		case "prioritytier":
@@ -507,6 +517,45 @@ func tresWeights(v string) (map[string]float64, error) {
 		n, err := strconv.ParseFloat(w, 64)
 		if !ok || k == "" || err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
 			return nil, fmt.Errorf("entry %q: expected TRES=weight with a weight of 0 or more", f)
+		}
+		out[strings.ToLower(k)] = n
+	}
+	return out, nil
+}
+
+// billingWeights parses TRESBillingWeights ("CPU=1.0,Mem=0.25G,GRES/gpu=2")
+// as slurmctld does (slurm_protocol_api.c, _tres_weight_item): a number
+// with an optional unit, of which only the first letter counts; for memory
+// and burst buffers, whose base unit is the MB, G means per GB (the weight
+// divided by 1024) and T per TB, while K and M leave it as written; for
+// every other TRES K, M, G, T and P divide by powers of 1024 from the unit.
+func billingWeights(v string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, f := range strings.Split(v, ",") {
+		k, w, ok := strings.Cut(f, "=")
+		if !ok || k == "" || w == "" {
+			return nil, fmt.Errorf("entry %q: expected TRES=weight", f)
+		}
+		end := strings.IndexFunc(w, func(r rune) bool { return !strings.ContainsRune("0123456789.+-eE", r) })
+		if end < 0 {
+			end = len(w)
+		}
+		n, err := strconv.ParseFloat(w[:end], 64)
+		if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
+			return nil, fmt.Errorf("entry %q: expected TRES=weight with a number", f)
+		}
+		if end < len(w) {
+			unit := strings.IndexByte("KMGTP", w[end]&^0x20) + 1
+			if unit == 0 {
+				return nil, fmt.Errorf("entry %q: unit %q: expected K, M, G, T or P", f, w[end:end+1])
+			}
+			base := 0
+			if typ, _, _ := strings.Cut(strings.ToLower(k), "/"); typ == "mem" || typ == "bb" {
+				base = 2
+			}
+			for ; unit > base; unit-- {
+				n /= 1024
+			}
 		}
 		out[strings.ToLower(k)] = n
 	}

@@ -1,6 +1,7 @@
 package slurmconf
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,5 +227,69 @@ func TestLockHold(t *testing.T) {
 	}
 	if _, err := FromRaw(&Raw{Lines: []Line{{{Key: "MessageTimeout", Value: "soon"}}}}); err == nil || !strings.Contains(err.Error(), "MessageTimeout=soon") {
 		t.Errorf("MessageTimeout=soon: %v", err)
+	}
+}
+
+// TestBillingWeights: TRESBillingWeights as slurmctld reads them
+// (slurm_protocol_api.c _tres_weight_item and get_convert_unit_val,
+// derived by hand here): a unit divides by 1024 per step above the TRES's
+// base unit (MB for memory and burst buffers, none for the rest), only
+// its first letter counts, and a unit at or below the base leaves the
+// weight alone.
+func TestBillingWeights(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want map[string]float64
+	}{
+		{"CPU=1.0,Mem=0.25G,GRES/gpu=2.0", map[string]float64{"cpu": 1, "mem": 0.25 / 1024, "gres/gpu": 2}},
+		{"Mem=1T", map[string]float64{"mem": 1.0 / 1024 / 1024}},
+		{"Mem=3M,BB=2K", map[string]float64{"mem": 3, "bb": 2}},
+		{"Mem=0.5GB", map[string]float64{"mem": 0.5 / 1024}},
+		{"CPU=2K", map[string]float64{"cpu": 2.0 / 1024}},
+		{"license/matlab=4g", map[string]float64{"license/matlab": 4.0 / 1024 / 1024 / 1024}},
+		{"cpu=.5e1", map[string]float64{"cpu": 5}},
+	} {
+		got, err := billingWeights(c.in)
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %v, want %v", c.in, got, c.want)
+		}
+		for k, w := range c.want {
+			if math.Abs(got[k]-w) > 1e-15*w {
+				t.Errorf("%s: %s = %g, want %g", c.in, k, got[k], w)
+			}
+		}
+	}
+	for _, in := range []string{"CPU", "CPU=", "=1", "CPU=x", "CPU=1X", "CPU=1,,Mem=1"} {
+		_, err := billingWeights(in)
+		if err == nil || !strings.Contains(err.Error(), "expected") {
+			t.Errorf("%q: %v, want an error saying what was expected", in, err)
+		}
+	}
+	raw, err := Parse("slurm.conf", strings.NewReader("PartitionName=p TRESBillingWeights=CPU=1Q\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FromRaw(raw); err == nil || !strings.Contains(err.Error(), "slurm.conf:1") || !strings.Contains(err.Error(), "PartitionName=p") {
+		t.Errorf("a bad weight: %v, want the file, line and partition named", err)
+	}
+}
+
+// TestModTime: the latest change of slurm.conf or of a file it includes.
+func TestModTime(t *testing.T) {
+	old, recent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	fsys := fstest.MapFS{
+		"slurm.conf": {Data: []byte("ClusterName=x\nInclude part.conf\n"), ModTime: old},
+		"part.conf":  {Data: []byte("PartitionName=p TRESBillingWeights=CPU=2\n"), ModTime: recent},
+	}
+	c, err := Load(fsys, "slurm.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ModTime.Equal(recent) || c.Partitions[0].Billing["cpu"] != 2 {
+		t.Errorf("mod time %v (want %v), billing %v", c.ModTime, recent, c.Partitions[0].Billing)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // maxIncludeDepth bounds Include chains (Slurm's parse_config allows 10
@@ -51,6 +52,8 @@ func (l Line) Get(key string) (Setting, bool) {
 // Raw is a parsed file: every line in order, Includes expanded.
 type Raw struct {
 	Lines []Line
+	// ModTime is the latest modification time of the files read.
+	ModTime time.Time
 }
 
 // ReadFile parses path and its Includes from fsys (os.DirFS("/") for the
@@ -78,6 +81,9 @@ func (r *Raw) read(fsys fs.FS, path string, depth int) error {
 		return fmt.Errorf("slurm.conf: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.ModTime().After(r.ModTime) {
+		r.ModTime = st.ModTime()
+	}
 	return r.parse(fsys, path, f, depth)
 }
 

@@ -65,7 +65,7 @@ var required = map[string][]string{
 	"assoc_table":            {"id_assoc", "user", "acct", "partition", "parent_acct", "shares", "deleted"},
 	"assoc_usage_hour_table": {"id", "id_tres", "time_start", "alloc_secs"},
 	"last_ran_table":         {"hourly_rollup", "daily_rollup", "monthly_rollup"},
-	"job_table":              {"job_db_inx", "id_assoc", "id_qos", "time_start", "time_end", "tres_alloc", "deleted"},
+	"job_table":              {"job_db_inx", "id_job", "partition", "id_assoc", "id_qos", "time_start", "time_end", "tres_alloc", "deleted"},
 }
 
 const sqlColumns = "SELECT `table_name`, `column_name` FROM `information_schema`.`columns` WHERE `table_schema` = DATABASE() AND `table_name` IN (?, ?, ?, ?, ?, ?, ?)"

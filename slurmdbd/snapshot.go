@@ -37,8 +37,11 @@ type Snapshot struct {
 	// TailRisk bounds finished jobs' uncharged tails against the phase
 	// of the passes (see usage.Usage.TailRisk).
 	TailRisk usage.TailRisk
-	LastRan  LastRan
-	At       time.Time
+	// Jobs are the jobs that ran after the last hourly rollup, as the
+	// rebuild charges them pass by pass.
+	Jobs    []usage.Job
+	LastRan LastRan
+	At      time.Time
 	// Full is true when the refresh read the whole history.
 	Full bool
 	// Problems are rows left out, each naming the row.

@@ -70,6 +70,6 @@ func (t *Tables) Snapshot(at time.Time, ref *Refresher) (*Snapshot, error) {
 	for i := range tree.Assocs {
 		tree.Assocs[i].RawUsage = u.Raw[i]
 	}
-	return &Snapshot{Cluster: t.Cluster, Rows: rows, Tree: tree, TRES: u.TRES, Uncharged: u.Uncharged, Running: u.Running, TailRisk: u.TailRisk,
+	return &Snapshot{Cluster: t.Cluster, Rows: rows, Tree: tree, TRES: u.TRES, Uncharged: u.Uncharged, Running: u.Running, TailRisk: u.TailRisk, Jobs: in.Jobs,
 		TRESNames: t.TRESNames, QOS: t.QOS, LastRan: lastRan, At: at, Full: true, Problems: append(tree.Problems, problems...)}, nil
 }

@@ -220,7 +220,7 @@ func (d *DB) TRESNames(ctx context.Context) (map[uint32]string, error) {
 // at some time in (from, to]: started before to, not ended by from (args
 // to, from).
 const (
-	sqlJobCols = "`job_db_inx`, `id_assoc`, `id_qos`, `time_start`, `time_end`, `tres_alloc`"
+	sqlJobCols = "`job_db_inx`, `id_job`, `partition`, `id_assoc`, `id_qos`, `time_start`, `time_end`, `tres_alloc`"
 	sqlJobsRan = " WHERE `deleted` = 0 AND `time_start` > 0 AND `time_start` < ? AND (`time_end` = 0 OR `time_end` > ?)"
 	sqlJobs    = "SELECT " + sqlJobCols + " FROM `%[1]s_job_table`" + sqlJobsRan
 	// sqlEnded: the jobs that ended in [from, to).
@@ -254,11 +254,11 @@ func (c Cluster) jobs(ctx context.Context, q string, args ...any) ([]usage.Job, 
 // scanJob reads a row of sqlJobCols into j, then any further columns into
 // extra.
 func scanJob(r *sql.Rows, j *usage.Job, extra ...any) error {
-	var tres sql.NullString
-	if err := r.Scan(append([]any{&j.Inx, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres}, extra...)...); err != nil {
+	var tres, part sql.NullString
+	if err := r.Scan(append([]any{&j.Inx, &j.ID, &part, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres}, extra...)...); err != nil {
 		return err
 	}
-	j.TRESAlloc = tres.String
+	j.TRESAlloc, j.Partition = tres.String, part.String
 	return nil
 }
 

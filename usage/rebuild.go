@@ -397,7 +397,7 @@ func jobTRES(j Job, factors map[uint32]float64) (per []tresCharge, billing float
 		per = append(per, tresCharge{uint32(c[0]), float64(c[1]) * uf})
 	}
 	if billing < 0 {
-		cpus, _, _ := TRESCount(j.TRESAlloc, 1)
+		cpus, _, _ := TRESCount(j.TRESAlloc, TRESCPU)
 		billing = float64(cpus) * uf
 		per = append(per, tresCharge{TRESBilling, billing})
 	}

@@ -19,6 +19,11 @@ const (
 	// TRESEnergy is counted in joules, not TRES-seconds: slurmctld leaves
 	// it out of decayed usage and so does the exporter.
 	TRESEnergy = 3
+	// The other static ids slurmdbd gives (as_mysql_tres.c): MAX_TRES
+	// bills the largest of these and the GRES.
+	TRESCPU  = 1
+	TRESMem  = 2
+	TRESNode = 4
 )
 
 // Key is an association's usage of one TRES.
@@ -95,7 +100,11 @@ func (p Period) End(start int64, loc *time.Location) int64 {
 type Job struct {
 	// Inx is job_db_inx: a uint64, since 24.11 generated with the cluster
 	// id in its top 12 bits (above 2^63 on 25.11).
-	Inx       uint64
+	Inx uint64
+	// ID is id_job, as squeue and sacct print it; Partition the one the
+	// job ran in.
+	ID        uint32
+	Partition string
 	Assoc     uint32
 	QOS       uint32
 	Start     int64

@@ -323,7 +323,15 @@ func drift() *dashboard.DashboardBuilder {
 			q(`increase(slurmdbd_fairshare_usage_losses_total{`+sel+`}[$__rate_interval])`, "{{kind}}"))).
 		WithPanel(instantAs("Last usage losses", unitTime, emptyWhen("The last 20 user associations that lost usage, latest first, with the kind of loss and when the report that showed it was read (slurmdbd_fairshare_usage_loss_timestamp_seconds, kept since the exporter started). Look for the same association in the exporter's log (\"RawUsage fell by more than decay explains\", with the usage before and after) and see docs/alerts.md#usagelost. Click a row to drill down to it: Slurm's usage against the database's.", "no usage lost since the exporter started, as on a healthy cluster"),
 			`sort_desc(slurmdbd_fairshare_usage_loss_timestamp_seconds{`+sel+`} * 1000)`, "read at").
-			DataLinks(drillDown("${__data.fields.account}", "${__data.fields.user}")))
+			DataLinks(drillDown("${__data.fields.account}", "${__data.fields.user}"))).
+		// Checked for slurm.conf's cluster, on the jobs that started since
+		// the file last changed and ran after the last hourly rollup.
+		WithRow(dashboard.NewRowBuilder("Billing: slurmctld's against slurm.conf's weights")).
+		WithPanel(series("Billing ratio", unitRatio, emptyWhen("Billing slurmctld recorded for the jobs of each partition over what slurm.conf's TRESBillingWeights and PriorityFlags give (slurmdbd_fairshare_billing_ratio), over the jobs that started since slurm.conf last changed and ran after the last hourly rollup. 1 when they agree; 0.91 when slurmctld's weights are 10% lower. slurmctld charges fairshare usage by its own billing.", "no such job is there (the exporter checks slurm.conf's cluster only)"),
+			q(`slurmdbd_fairshare_billing_ratio{`+sel+`}`, "{{partition}}"))).
+		WithPanel(series("Jobs billed otherwise", unitCount, emptyWhen("Of the jobs checked (slurmdbd_fairshare_billing_checked_jobs), those slurmctld billed other than slurm.conf's weights give (slurmdbd_fairshare_billing_mismatched_jobs), per partition. Should be 0: the BillingWeightsMismatch alert fires on anything else, the exporter's log names a job, and docs/alerts.md#billingweightsmismatch says what to do.", "no such job is there (the exporter checks slurm.conf's cluster only)"),
+			q(`slurmdbd_fairshare_billing_mismatched_jobs{`+sel+`}`, "billed otherwise {{partition}}"),
+			q(`slurmdbd_fairshare_billing_checked_jobs{`+sel+`}`, "checked {{partition}}")))
 }
 
 func health() *dashboard.DashboardBuilder {

@@ -582,6 +582,21 @@ func (c *Cluster) SetPriorityFlags(flags string) {
 	c.writeConfigs()
 }
 
+// SetPartition rewrites slurm.conf with these options on partition name
+// (after Nodes, Default, MaxTime and State); the daemons see them after
+// scontrol reconfigure or a restart, an exporter reading the file at once.
+func (c *Cluster) SetPartition(name, opts string) {
+	c.t.Helper()
+	for i, p := range c.cfg.Partitions {
+		if n, _, _ := strings.Cut(p, " "); n == name {
+			c.cfg.Partitions[i] = name + " " + opts
+			c.writeConfigs()
+			return
+		}
+	}
+	c.t.Fatalf("no partition %q in %v", name, c.cfg.Partitions)
+}
+
 // startCtld starts slurmctld and waits until it answers.
 func (c *Cluster) startCtld() {
 	c.StartDaemon("slurmctld")
