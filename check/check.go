@@ -112,6 +112,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 	rep := cmp.Usage
 	rep.Phase = &result.Phase{Source: in.Phase.Source, Uncertainty: time.Duration(pass.Window * float64(time.Second))}
 	rep.Formula = cmp.Formula
+	rep.Billing = in.Billing
 	rep.Note = note(notes, d.Algorithm)
 	return rep, nil
 }

@@ -189,6 +189,10 @@ type Report struct {
 	// Phase is, beside a comparison with the database, what was known of
 	// the moment of slurmctld's decay passes.
 	Phase *result.Phase `json:"phase,omitempty"`
+	// Billing is, beside a comparison with the database, the check of
+	// slurmctld's recorded billing against slurm.conf's weights, per
+	// partition (result.Cluster.Billing).
+	Billing []result.Billing `json:"billing,omitempty"`
 }
 
 // Compare matches reported and computed associations by key. Entries follow
@@ -427,6 +431,11 @@ func diff(c, r float64) float64 {
 // OK reports whether every compared value is within what is allowed and
 // both sides have the same associations.
 func (r *Report) OK() bool {
+	for _, b := range r.Billing {
+		if b.Mismatched > 0 {
+			return false
+		}
+	}
 	return r.Summary.Counts[StatusDrift] == 0 && r.Summary.Counts[StatusOnlyReported] == 0 && r.Summary.Counts[StatusOnlyComputed] == 0 &&
 		(r.Formula == nil || r.Formula.OK())
 }

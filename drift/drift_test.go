@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 func TestNumJSON(t *testing.T) {
@@ -99,5 +101,23 @@ func TestCompareBounds(t *testing.T) {
 	r := Compare("classic", 1e-6, rep, com)
 	if e := r.Associations[0]; e.Status != StatusOK || math.Abs(float64(e.Allowed.FairShare)-0.200001) > 1e-12 {
 		t.Errorf("status %s allowed %v", e.Status, e.Allowed.FairShare)
+	}
+}
+
+// TestReportBilling: a partition with jobs billed otherwise than
+// slurm.conf says makes an otherwise clean report not OK, and the table
+// names it; one that agrees does not.
+func TestReportBilling(t *testing.T) {
+	r := &Report{Billing: []result.Billing{{Partition: "cpu", Jobs: 4}}}
+	if !r.OK() {
+		t.Error("not OK with billing that agrees")
+	}
+	r.Billing = append(r.Billing, result.Billing{Partition: "gpu", Jobs: 3, Mismatched: 1, Example: &result.BillingExample{Job: 42, Recorded: 20, Expected: 22}})
+	if r.OK() {
+		t.Error("OK with a job billed otherwise")
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), `billing: partition "gpu": 1 of 3 jobs`) || strings.Contains(b.String(), `"cpu"`) {
+		t.Errorf("table %q, %v", b.String(), err)
 	}
 }

@@ -52,6 +52,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Note != "" {
 		fmt.Fprintf(w, "note: %s\n", r.Note)
 	}
+	for _, b := range r.Billing {
+		if x := b.Example; x != nil {
+			fmt.Fprintf(w, "billing: partition %q: %d of %d jobs started since slurm.conf last changed were billed other than its TRESBillingWeights give (job %d: %g, slurm.conf %g)\n",
+				b.Partition, b.Mismatched, b.Jobs, x.Job, x.Recorded, x.Expected)
+		}
+	}
 	if _, err := fmt.Fprintf(w, "largest drift: %s\n", r.Summary.MaxDrift.String()); err != nil || r.Formula == nil {
 		return err
 	}

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // billingQuiet fails the test where serve counts jobs billed other than
@@ -27,8 +29,8 @@ func billingQuiet(t *testing.T, m map[string]float64, cluster string) (checked f
 // what slurmctld, not reconfigured, bills by (CPU=1.1 against the CPUs),
 // and a 20-CPU job starts there: slurmctld records billing 20, slurm.conf
 // gives 22. serve (reading slurm.conf at every refresh) must count it
-// within two PriorityCalcPeriods of the job's start, and Prometheus fire
-// BillingWeightsMismatch. The job is cancelled and slurm.conf left as it
+// within two PriorityCalcPeriods of the job's start, Prometheus fire
+// BillingWeightsMismatch, and check in database mode report it. The job is cancelled and slurm.conf left as it
 // was on the way out.
 func billingFault(t *testing.T, c *slurmharness.Cluster, s *served, prom *promServer) {
 	t.Helper()
@@ -57,4 +59,17 @@ func billingFault(t *testing.T, c *slurmharness.Cluster, s *served, prom *promSe
 	}
 	as := prom.waitAlerts("BillingWeightsMismatch firing", 2*time.Minute, func(as []promAlert) bool { return firing(as)["BillingWeightsMismatch"] })
 	t.Logf("Prometheus after the billing fault: %s", alertList(as))
+
+	// check in database mode on serve's database and files says so too
+	var args []string
+	for i, a := range s.cmd.Args[:len(s.cmd.Args)-1] {
+		if a == "--dsn-file" || a == "--slurm-conf" || a == "--slurm.state-dir" {
+			args = append(args, a, s.cmd.Args[i+1])
+		}
+	}
+	code, rep, stderr := checkJSON(t, c.Env(), append(args, "--phase.wait", "0")...)
+	i := slices.IndexFunc(rep.Billing, func(b result.Billing) bool { return b.Partition == "p2" })
+	if code != 1 || i < 0 || rep.Billing[i].Mismatched < 1 {
+		t.Errorf("check in database mode after the billing fault: exit %d, billing %+v: want exit 1 and p2's job billed otherwise\n%s", code, rep.Billing, stderr)
+	}
 }

@@ -550,6 +550,33 @@ func (c *Cluster) RestartCtld(priorityFlags string) (saved bool) {
 	return saved
 }
 
+// KillCtld kills slurmctld with SIGKILL, as a crash or the OOM killer
+// would, waits until it is gone, starts it again and waits until it
+// answers. Killed, it saves nothing on the way out: it comes back from
+// its last periodic checkpoint (PERIODIC_CHECKPOINT, every 5 minutes) of
+// assoc_usage, the usage charged since lost. Its jobs run on under
+// slurmd and slurmstepd, which are not in its process group.
+func (c *Cluster) KillCtld() {
+	c.t.Helper()
+	c.mu.Lock()
+	cmd := c.procs["slurmctld"]
+	delete(c.procs, "slurmctld")
+	c.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		c.t.Fatal("KillCtld: slurmctld is not running")
+	}
+	// its group: slurmscriptd, its child, goes with it
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	c.waitFor("slurmctld to die of SIGKILL", 30*time.Second, func() error {
+		// spawn's goroutine reaps it; until then it is a zombie
+		if syscall.Kill(cmd.Process.Pid, 0) == nil {
+			return fmt.Errorf("pid %d still there", cmd.Process.Pid)
+		}
+		return nil
+	})
+	c.startCtld()
+}
+
 // savedState reads what slurmctld logged from offset from on while it
 // shut down. It saves its state (assoc_usage among it) on the way out only
 // if no slurmctld lock is held at that moment (controller.c,
