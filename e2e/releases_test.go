@@ -293,6 +293,72 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 
 	// (c) TRESBillingWeights in slurm.conf not loaded by slurmctld
 	billingFault(t, c, s, prom)
+
+	// (d) slurmctld killed without saving, back from its checkpoint
+	usageFile := filepath.Join(c.StateDir(), "assoc_usage")
+	mtime := func() time.Time {
+		fi, err := os.Stat(usageFile)
+		if err != nil {
+			t.Fatalf("(d): %v", err)
+		}
+		return fi.ModTime()
+	}
+	ssh := func() []string {
+		out, _ := c.Run("sshare", "-n", "-P", "-a", "-o", "Account,User,RawUsage")
+		return strings.Fields(out)
+	}
+	// charged all along, and carol's chain, which no fault above touched,
+	// loses what they were charged since the checkpoint
+	jobs := []string{c.Submit("carol", "chem", "", 256, 900), c.Submit("bob", "phys", "", 96, 900)}
+	defer c.Run("scancel", jobs...)
+	c.WaitRunning(5*time.Minute, jobs...)
+	// slurmctld writes assoc_usage every PERIODIC_CHECKPOINT (300 s) of
+	// its process, and on a clean shutdown or reconfigure; the deadline is
+	// for a loaded machine
+	const checkpointWait = 7 * time.Minute
+	waited, ckpt0 := time.Now(), mtime()
+	ckpt := ckpt0
+	for ; ckpt.Equal(ckpt0); ckpt = mtime() {
+		if time.Since(waited) > checkpointWait {
+			t.Fatalf("(d): no assoc_usage checkpoint within %v (last written %v ago)", checkpointWait, time.Since(ckpt0).Round(time.Second))
+		}
+		time.Sleep(time.Second)
+	}
+	// two passes charge the jobs; serve reads after the second, so its
+	// last read of the old process holds the charge the kill loses
+	c.WaitDecayPass()
+	c.WaitDecayPass()
+	pass := trueLastPass(c)
+	if m, held, err = s.scrapeUntil(3*c.CalcPeriod(), 2*time.Second, func(m map[string]float64) bool { return m[reportedAt] >= float64(pass.Unix()) }); !held {
+		t.Fatalf("(d): serve did not read sshare after slurmctld's pass at %v (last scrape: %v)", pass.Format(time.TimeOnly), err)
+	}
+	if now := mtime(); !now.Equal(ckpt) {
+		t.Fatalf("(d): slurmctld checkpointed again %v after the checkpoint waited for: the kill would lose nothing", now.Sub(ckpt).Round(time.Second))
+	}
+	lostRestart := series(lossesTotal, "slurm_cluster", c.Name, "kind", result.LossAcrossRestart)
+	lost0, beyond0 := m[lostRestart], m[rawUsage]
+	killed := time.Now()
+	t.Logf("(d) SIGKILL %.0f s after the assoc_usage checkpoint, %.0f s after slurmctld's last pass; raw_usage beyond tolerance %v, across_restart losses %v; sshare %q",
+		killed.Sub(ckpt).Seconds(), killed.Sub(pass).Seconds(), beyond0, lost0, ssh())
+	c.KillCtld()
+	restarted := time.Now()
+	t.Logf("(d) slurmctld answering %v after the kill; sshare %q", restarted.Sub(killed).Round(time.Second), ssh())
+	// a period to slurmctld's first pass and serve's read after it, one
+	// for a read that the restart's pass timing put off, and the read itself
+	within := 2*c.CalcPeriod() + 30*time.Second
+	m, held, err = s.scrapeUntil(10*c.CalcPeriod(), 2*time.Second, func(m map[string]float64) bool { return m[rawUsage] > beyond0 })
+	took := time.Since(restarted)
+	_, _, which = driftBeyond(m, c.Name)
+	t.Logf("(d) killed slurmctld: usage drift after %v: %v; usage (computed, reported) %v; sshare %q", took.Round(time.Second), which, usagePairs(m, c.Name), ssh())
+	if !held || took > within {
+		t.Errorf("(d) slurmctld killed and restarted from its checkpoint: usage drift flagged %v (after %v), want within %v of the restart (last scrape: %v)\n%s",
+			held, took.Round(time.Second), within, err, testenv.Tail(s.logs.Bytes()))
+	}
+	m, held, _ = s.scrapeUntil(max(time.Until(restarted.Add(within)), 2*time.Second), 2*time.Second, func(m map[string]float64) bool { return m[lostRestart] > lost0 })
+	t.Logf("(d) killed slurmctld: across_restart losses %v after %v", m[lostRestart], time.Since(restarted).Round(time.Second))
+	if !held {
+		t.Errorf("(d) slurmctld killed and restarted from its checkpoint: no usage loss counted across the restart within %v (%s %v)", within, lostRestart, m[lostRestart])
+	}
 }
 
 // notOK lists the report's associations whose status is not ok, as
