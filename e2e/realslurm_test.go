@@ -504,4 +504,8 @@ func loadTwoAccounts(c *slurmharness.Cluster, extra ...string) {
 		tree = append(tree, []string{"add", "user", u, "account=chem", "fairshare=1"})
 	}
 	c.LoadTree(tree)
+	// slurmctld learns them from slurmdbd a moment later: a job submitted
+	// before is refused (TestReadBudget's bob, with 10,000 associations
+	// and a second real-Slurm test on the machine)
+	c.WaitUsers([]string{"phys", "chem"}, users...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,26 @@ func (c *Cluster) Submit(user, account, partition string, cpus, seconds int, ext
 	out := c.MustRun("sbatch", append(args, extra...)...)
 	id, _, _ := strings.Cut(strings.TrimSpace(out), ";")
 	return id
+}
+
+// WaitUsers waits until slurmctld lists each user under one of the
+// accounts (sshare), at most 2 minutes: sacctmgr's additions reach it
+// from slurmdbd a moment later, and a job submitted before is refused.
+func (c *Cluster) WaitUsers(accounts []string, users ...string) {
+	c.t.Helper()
+	c.waitFor(fmt.Sprintf("slurmctld to list users %v", users), 2*time.Minute, func() error {
+		out, err := c.Run("sshare", "-n", "-P", "-a", "-A", strings.Join(accounts, ","), "-o", "User")
+		if err != nil {
+			return err
+		}
+		listed := strings.Fields(out)
+		for _, u := range users {
+			if !slices.Contains(listed, u) {
+				return fmt.Errorf("%s not listed", u)
+			}
+		}
+		return nil
+	})
 }
 
 // JobStates maps job id to state for every job slurmctld still lists.
