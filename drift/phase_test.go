@@ -233,6 +233,7 @@ func TestPhaseBootSeed(t *testing.T) {
 		{"on time, slow sshare", 400 * time.Millisecond, 2 * time.Second, 1.1, 2.1},
 		{"just late", 3200 * time.Millisecond, time.Second, 1.1, 2.1},
 		{"just late, slow sshare", 3 * time.Second, 2 * time.Second, 1.1, 2.1},
+		{"late", 6 * time.Second, time.Second, 8, 8},
 		{"slow start", 25 * time.Second, 50 * time.Millisecond, 8, 8},
 	} {
 		for _, at := range []time.Duration{0, 20 * time.Second, 50 * time.Second} {
