@@ -195,11 +195,12 @@ func testRelease(t *testing.T, release string) {
 // again. It saves assoc_usage only every PERIODIC_CHECKPOINT (300 s of its
 // process) and on a clean shutdown or reconfigure, so it comes back with
 // the usage of its last checkpoint: what it charged since is lost. With
-// carol's and bob's jobs running, the kill comes two passes after a
+// carol's and bob's jobs running, the kill comes a pass after a
 // checkpoint (a reconfigure's, seen in assoc_usage's mtime) and after
-// serve's read of the last pass. serve must flag usage drift, carol's reported usage below the
-// rebuilt one, within 2*PriorityCalcPeriod + 30 s of the restart, and the
-// loss detector count her loss across the restart. Nothing is lost
+// serve's read of that pass. serve must flag usage drift, carol's
+// reported usage below the rebuilt one, within 2*PriorityCalcPeriod + 30 s
+// of the restart, and the loss detector count her loss across the
+// restart. Nothing is lost
 // without jobs charged since the checkpoint: an older checkpoint of an
 // idle cluster holds more usage, not less (less decayed), which is why
 // dd7c065's older assoc_usage put back under a SIGTERM'd slurmctld, after
@@ -348,9 +349,9 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 		time.Sleep(time.Second)
 		ckpt = mtime()
 	}
-	// two passes charge the jobs; serve reads after the second, so its
-	// last read of the old process holds the charge the kill loses
-	c.WaitDecayPass()
+	// a pass of the new process charges the jobs from the old one's last
+	// pass, which the checkpoint holds; serve reads after it, so its last
+	// read of this process holds the charge the kill loses
 	c.WaitDecayPass()
 	pass := trueLastPass(c)
 	if m, held, err = s.scrapeUntil(3*c.CalcPeriod(), 2*time.Second, func(m map[string]float64) bool { return m[reportedAt] >= float64(pass.Unix()) }); !held {
