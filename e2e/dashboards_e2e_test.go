@@ -113,9 +113,11 @@ var staticPanels = map[string]string{
 	"Sources up":         "up",
 	"Reported source up": "up",
 	"Stage errors":       "0 while healthy",
-	// known from slurmctld's boot at its first pass (drift.BootPhase):
-	// the same ±2 s from then on
-	"Decay-pass phase": "the phase known at the first pass",
+	// known from slurmctld's boot at its first pass (drift.BootPhase),
+	// pinned at the second: the same from then on
+	"Decay-pass phase": "the phase pinned at the second pass",
+	// the demo's jobs are billed as its slurm.conf says
+	"Billing ratio": "1 while healthy",
 	// drift and losses: 0 until the first fault (TestDemoAlerts)
 	"Algorithm mismatch":            "0 while healthy",
 	"Associations beyond tolerance": "0 while healthy",
