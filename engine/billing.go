@@ -11,14 +11,14 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
-// CheckBilling compares the billing slurmctld recorded for each job that
+// compareBilling compares the billing slurmctld recorded for each job that
 // started at or after since (slurm.conf's last change: before it slurmctld
 // may have billed by an older file, rightly) with what the rules give,
 // per partition, sorted by name. slurmctld records its billing truncated
 // to an integer (job_mgr.c job_set_alloc_tres), which a job matches when
 // it is the truncation of the rules' value; jobs without a recorded
 // billing are not checked.
-func CheckBilling(jobs []usage.Job, r usage.BillingRules, names map[uint32]string, since int64) []result.Billing {
+func compareBilling(jobs []usage.Job, r usage.BillingRules, names map[uint32]string, since int64) []result.Billing {
 	by := map[string]*result.Billing{}
 	for _, j := range jobs {
 		if j.Start < since {
@@ -75,10 +75,10 @@ func billingRules(conf *slurmconf.Config) usage.BillingRules {
 	return r
 }
 
-// checkBilling checks the billing of the jobs read (CheckBilling) and
+// checkBilling checks the billing of the jobs read (compareBilling) and
 // returns a problem per partition where slurmctld billed otherwise.
 func (in *Inputs) checkBilling(jobs []usage.Job, names map[uint32]string, conf *slurmconf.Config) (problems []problem) {
-	in.Billing = CheckBilling(jobs, billingRules(conf), names, conf.ModTime.Unix())
+	in.Billing = compareBilling(jobs, billingRules(conf), names, conf.ModTime.Unix())
 	for _, b := range in.Billing {
 		if x := b.Example; x != nil {
 			problems = append(problems, problem{"billing of partition " + b.Partition, fmt.Sprintf(

@@ -32,7 +32,7 @@ func TestCheckBilling(t *testing.T) {
 		job(6, "debug", 100, 8, 8),  // no weights: the CPUs
 		job(7, "debug", 100, 30, 8), // billed by weights slurm.conf lacks
 	}
-	got := CheckBilling(jobs, r, tresNames, 100)
+	got := compareBilling(jobs, r, tresNames, 100)
 	if len(got) != 2 {
 		t.Fatalf("%+v", got)
 	}
@@ -47,11 +47,11 @@ func TestCheckBilling(t *testing.T) {
 	// a weight whose product is a hair off an integer either way
 	r = usage.BillingRules{Weights: map[string]map[string]float64{"p": {"cpu": 0.1}}}
 	for _, rec := range []int{2, 3} {
-		if b := CheckBilling([]usage.Job{job(1, "p", 0, 30, rec)}, r, tresNames, 0); b[0].Mismatched != 0 {
+		if b := compareBilling([]usage.Job{job(1, "p", 0, 30, rec)}, r, tresNames, 0); b[0].Mismatched != 0 {
 			t.Errorf("0.1 × 30 CPUs recorded as %d: %+v", rec, b[0])
 		}
 	}
-	if b := CheckBilling([]usage.Job{job(1, "p", 0, 30, 4)}, r, tresNames, 0); b[0].Mismatched != 1 {
+	if b := compareBilling([]usage.Job{job(1, "p", 0, 30, 4)}, r, tresNames, 0); b[0].Mismatched != 1 {
 		t.Errorf("0.1 × 30 CPUs recorded as 4: %+v", b[0])
 	}
 }
