@@ -357,7 +357,7 @@ func (c *Config) partition(l Line, name Setting) error {
 		switch strings.ToLower(s.Key) {
 		case "tresbillingweights":
 			p.TRESBillingWeights = s.Value
-			p.Billing, err = billingWeights(s.Value)
+			p.Billing, err = tresWeights(s.Value)
 		case "priorityjobfactor", "priority":
 			p.PriorityJobFactor, err = weight(s.Value)
 		case "prioritytier":
@@ -508,30 +508,19 @@ func timeSeconds(v string) (int64, error) {
 	return total, nil
 }
 
-// tresWeights parses PriorityWeightTRES ("CPU=1000,Mem=2000,GRES/gpu=3000")
-// into weights by lower-case TRES name, as tres_table names them.
+// tresWeights parses TRESBillingWeights and PriorityWeightTRES
+// ("CPU=1.0,Mem=0.25G,GRES/gpu=2") into weights by lower-case TRES name, as
+// tres_table names them. slurmctld reads both with one function
+// (slurm_protocol_api.c, slurm_get_tres_weight_array and
+// _tres_weight_item): empty entries are skipped; a weight is a number,
+// negative too, with an optional unit, of which only the first letter
+// counts; for memory and burst buffers, whose base unit is the MB, G means
+// per GB (the weight divided by 1024) and T per TB, while K and M leave it
+// as written; for every other TRES K, M, G, T and P divide by powers of
+// 1024 from the unit.
 func tresWeights(v string) (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, f := range splitList(v) {
-		k, w, ok := strings.Cut(f, "=")
-		n, err := strconv.ParseFloat(w, 64)
-		if !ok || k == "" || err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-			return nil, fmt.Errorf("entry %q: expected TRES=weight with a weight of 0 or more", f)
-		}
-		out[strings.ToLower(k)] = n
-	}
-	return out, nil
-}
-
-// billingWeights parses TRESBillingWeights ("CPU=1.0,Mem=0.25G,GRES/gpu=2")
-// as slurmctld does (slurm_protocol_api.c, _tres_weight_item): a number
-// with an optional unit, of which only the first letter counts; for memory
-// and burst buffers, whose base unit is the MB, G means per GB (the weight
-// divided by 1024) and T per TB, while K and M leave it as written; for
-// every other TRES K, M, G, T and P divide by powers of 1024 from the unit.
-func billingWeights(v string) (map[string]float64, error) {
-	out := map[string]float64{}
-	for _, f := range strings.Split(v, ",") {
 		k, w, ok := strings.Cut(f, "=")
 		if !ok || k == "" || w == "" {
 			return nil, fmt.Errorf("entry %q: expected TRES=weight", f)

@@ -230,13 +230,14 @@ func TestLockHold(t *testing.T) {
 	}
 }
 
-// TestBillingWeights: TRESBillingWeights as slurmctld reads them
-// (slurm_protocol_api.c _tres_weight_item and get_convert_unit_val,
-// derived by hand here): a unit divides by 1024 per step above the TRES's
-// base unit (MB for memory and burst buffers, none for the rest), only
-// its first letter counts, and a unit at or below the base leaves the
-// weight alone.
-func TestBillingWeights(t *testing.T) {
+// TestTRESWeights: TRESBillingWeights and PriorityWeightTRES as slurmctld
+// reads them (slurm_protocol_api.c slurm_get_tres_weight_array,
+// _tres_weight_item and get_convert_unit_val, derived by hand here): a
+// unit divides by 1024 per step above the TRES's base unit (MB for memory
+// and burst buffers, none for the rest), only its first letter counts, and
+// a unit at or below the base leaves the weight alone; strtok_r skips
+// empty entries and strtod takes a negative weight.
+func TestTRESWeights(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want map[string]float64
@@ -248,8 +249,10 @@ func TestBillingWeights(t *testing.T) {
 		{"CPU=2K", map[string]float64{"cpu": 2.0 / 1024}},
 		{"license/matlab=4g", map[string]float64{"license/matlab": 4.0 / 1024 / 1024 / 1024}},
 		{"cpu=.5e1", map[string]float64{"cpu": 5}},
+		{"CPU=1,,Mem=1,", map[string]float64{"cpu": 1, "mem": 1}},
+		{"CPU=-2", map[string]float64{"cpu": -2}},
 	} {
-		got, err := billingWeights(c.in)
+		got, err := tresWeights(c.in)
 		if err != nil {
 			t.Errorf("%s: %v", c.in, err)
 			continue
@@ -258,16 +261,24 @@ func TestBillingWeights(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.in, got, c.want)
 		}
 		for k, w := range c.want {
-			if math.Abs(got[k]-w) > 1e-15*w {
+			if math.Abs(got[k]-w) > 1e-15*math.Abs(w) {
 				t.Errorf("%s: %s = %g, want %g", c.in, k, got[k], w)
 			}
 		}
 	}
-	for _, in := range []string{"CPU", "CPU=", "=1", "CPU=x", "CPU=1X", "CPU=1,,Mem=1"} {
-		_, err := billingWeights(in)
+	for _, in := range []string{"CPU", "CPU=", "=1", "CPU=x", "CPU=1X"} {
+		_, err := tresWeights(in)
 		if err == nil || !strings.Contains(err.Error(), "expected") {
 			t.Errorf("%q: %v, want an error saying what was expected", in, err)
 		}
+	}
+	// PriorityWeightTRES is read alike: before, its own parser refused the
+	// units slurmctld takes
+	fsys := fstest.MapFS{"slurm.conf": {Data: []byte("PriorityWeightTRES=CPU=1000,Mem=2G\n")}}
+	if c, err := Load(fsys, "slurm.conf"); err != nil {
+		t.Errorf("PriorityWeightTRES with a unit: %v", err)
+	} else if w := c.Priority().WeightTRES; w["cpu"] != 1000 || w["mem"] != 2.0/1024 {
+		t.Errorf("PriorityWeightTRES=CPU=1000,Mem=2G: %v, want cpu 1000, mem 2/1024", w)
 	}
 	raw, err := Parse("slurm.conf", strings.NewReader("PartitionName=p TRESBillingWeights=CPU=1Q\n"))
 	if err != nil {
