@@ -51,27 +51,49 @@ func (p Passes) pow(t float64) float64 { return math.Pow(p.D(), t) }
 // JobUsage is what a job with the given billable (times its QOS
 // UsageFactor) running from start to end (0: still running) has added to
 // raw usage as it stands at time at, that is after the last pass at or
-// before at. It walks the passes one by one: meant for the hours after the
-// last rollup.
+// before at.
 func (p Passes) JobUsage(start, end, at, billable float64) float64 {
+	return p.JobUsageIn(start, end, start, math.Inf(1), at, billable)
+}
+
+// JobUsageIn is the part of JobUsage that the job's seconds in [from, to)
+// make up. slurmctld charges a running job at each pass for the Δ seconds
+// since the last pass or its start, Δ·d^Δ, and with ChargeJobEnd its last
+// Δ when it ends, decayed from the pass before by the next; a charge is
+// shared evenly by the seconds it covers, so the parts of a job add up to
+// it whole. It walks the passes of [from, to) only: a rolled-up hour of a
+// long job costs at most an hour's passes.
+func (p Passes) JobUsageIn(start, end, from, to, at, billable float64) float64 {
 	now := p.LastPass(at)
 	running := end == 0 || end > at
-	total, charged := 0.0, start
-	for pass := p.LastPass(start) + p.Period; pass <= now; pass += p.Period {
-		if !running && pass > end {
-			break
+	if running {
+		to = min(to, now)
+	} else {
+		to = min(to, end)
+	}
+	from = max(from, start)
+	if to <= from {
+		return 0
+	}
+	total := 0.0
+	for pass := p.LastPass(from) + p.Period; ; pass += p.Period {
+		// the charge at this pass: [a, b) weighing w a second at now
+		a, b, w := max(start, pass-p.Period), pass, 0.0
+		switch {
+		case pass <= now && (running || pass <= end):
+			w = p.pow(pass-a) * p.pow(now-pass)
+		case !running && p.ChargeJobEnd:
+			b = end
+			w = p.pow(end-a) * p.pow(now-p.LastPass(end))
+		default:
+			// the last interval of a job that ended, never charged
+			return total * billable
 		}
-		delta := pass - charged
-		total += delta * p.pow(delta) * p.pow(now-pass)
-		charged = pass
+		total += w * (min(b, to) - max(a, from))
+		if b >= to {
+			return total * billable
+		}
 	}
-	if !running && p.ChargeJobEnd && end > charged {
-		// Charged when the job ends; the next pass decays it from the
-		// pass before, like everything else.
-		delta := end - charged
-		total += delta * p.pow(delta) * p.pow(now-p.LastPass(end))
-	}
-	return total * billable
 }
 
 // BucketUsage is what amount (billing-seconds) spread evenly over [from,

@@ -50,6 +50,30 @@ func TestJobUsageByHand(t *testing.T) {
 	near(t, "running job", p.JobUsage(30, 0, 200, 4), want, 1e-9)
 }
 
+// TestJobUsageInRealSlurm is a job of real Slurm 22.05.8 (the 10-minute
+// half-life history of issue 30, limits): erin's 128 CPUs from :27 to 3:51
+// later (epoch 1795776087 to 1795776318), passes at :20 of every minute,
+// nothing else charged to her; slurmctld's log (DebugFlags=Priority) gave
+// her 17380.783914 at the pass of 1795776620. Its charges: 53 s at the
+// first pass, 60 s at the next two, the last 58 s at her end, each Δ·d^Δ
+// and decayed from its pass (the last from the pass before it). Split at
+// the hour's end that the hourly rollup cut her job at and anywhere else,
+// the parts add up to the whole.
+func TestJobUsageInRealSlurm(t *testing.T) {
+	p := Passes{HalfLife: 600, Period: 60, Phase: 1795776620, ChargeJobEnd: true}
+	start, end, at := 1795776087.0, 1795776318.0, 1795776621.0
+	near(t, "erin as slurmctld charged her", p.JobUsage(start, end, at, 128), 17380.783914, 1e-5)
+	for _, cut := range []float64{start + 10, 1795776140, 1795776141.5, 1795776300, end - 1} {
+		parts := p.JobUsageIn(start, end, start, cut, at, 128) + p.JobUsageIn(start, end, cut, math.Inf(1), at, 128)
+		near(t, "two parts", parts, 17380.783914, 1e-5)
+	}
+	// without limits the last 58 s are never charged, in any part
+	p.ChargeJobEnd = false
+	if u := p.JobUsageIn(start, end, 1795776260, end, at, 128); u != 0 {
+		t.Errorf("the uncharged last interval weighs %v", u)
+	}
+}
+
 // TestBucketUsageMatchesSlices: a bucket equals the sum of its thin
 // slices, each charged at the pass that ends its interval with the
 // interval's weight d^P (the bucket rule), computed the slow way.

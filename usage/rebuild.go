@@ -267,7 +267,7 @@ func (b *rebuild) jobs() {
 		}
 		// Usage is linear in the count: one walk over the passes per job,
 		// plus its seconds before the rollup at their own time.
-		w := in.Passes.JobUsage(max(float64(j.Start), jobsFrom), float64(j.End), in.At, 1) + in.retime(j)
+		w := in.Passes.JobUsageIn(float64(j.Start), float64(j.End), jobsFrom, math.Inf(1), in.At, 1) + in.retime(j)
 		for _, c := range per {
 			b.add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
@@ -422,8 +422,14 @@ func (in *Inputs) Tails(jobs []Job, retimed bool) (Frozen, []error) {
 	var problems []error
 	for _, j := range jobs {
 		t, r := in.tail(j, in.Since), 0.0
+		out := t // what comes out of the rows
 		if retimed {
+			// retime weighs the tail's seconds in the hours it moves as
+			// slurmctld charged them: not at all
 			r = in.retime(j)
+			for _, h := range in.retimedHours(j) {
+				out -= in.tailIn(j, in.Since, float64(h), float64(h+3600))
+			}
 		}
 		rate, most, lost := in.tailRisk(j, in.Since)
 		if t == 0 && r == 0 && rate == 0 {
@@ -435,7 +441,7 @@ func (in *Inputs) Tails(jobs []Job, retimed bool) (Frozen, []error) {
 			continue
 		}
 		for _, c := range per {
-			f.Usage[Key{j.Assoc, c.id}] += (r - t) * c.per
+			f.Usage[Key{j.Assoc, c.id}] += (r - out) * c.per
 		}
 		if t != 0 {
 			f.Uncharged[j.Assoc] += t * billing
@@ -479,11 +485,19 @@ func (in *Inputs) ranWithinPeriod(j Job) bool {
 // whichever is later, but not before from) to its end, unless
 // AccountingStorageEnforce=limits charges it at the end.
 func (in *Inputs) tail(j Job, from float64) float64 {
+	return in.tailIn(j, from, math.Inf(-1), math.Inf(1))
+}
+
+// tailIn is the part of tail in [lo, hi).
+func (in *Inputs) tailIn(j Job, from, lo, hi float64) float64 {
 	if in.Passes.ChargeJobEnd || j.End == 0 {
 		return 0
 	}
-	end := float64(j.End)
-	start := max(float64(j.Start), from, in.Passes.LastPass(end))
+	end := min(float64(j.End), hi)
+	start := max(float64(j.Start), from, in.Passes.LastPass(float64(j.End)), lo)
+	if end <= start {
+		return 0
+	}
 	return in.Passes.BucketUsage(start, end, in.At, end-start)
 }
 
@@ -508,45 +522,58 @@ func (in *Inputs) cachedWeight(start int64, p Period) float64 {
 }
 
 // retime is what a job's seconds in partial rolled-up hours (the hour it
-// started in, the hour it ended in) weigh at their own time rather than
-// spread over the hour with the rest of the row, per unit of count. A
-// full hour of the job is its row's spread already. Without it, right
-// after each rollup the minutes a running job had before it weighed as
-// if at the middle of the hour: with a one-hour half-life a quarter less
-// than slurmctld charged (TestRetimedPartialHours). Hours before
-// HoursFrom are frozen as spread: by then the difference is at most
-// 0.35·3600/HalfLife of an hour's usage, decayed by the six hours of
-// slurmdbd.DefaultReread.
+// started in, the hour it ended in) weigh at their own time, as slurmctld
+// charged them (JobUsageIn), rather than spread over the hour with the
+// rest of the row, per unit of count. A full hour of the job is its row's
+// spread already. Without it, right after each rollup the minutes a
+// running job had before it weighed as if at the middle of the hour: with
+// a one-hour half-life a quarter less than slurmctld charged
+// (TestRetimedPartialHours). Spread as one job in the bucket
+// (BucketUsage) instead, a 4-minute job's usage was 1.7% above slurmctld's
+// at a 10-minute half-life (issue 30). Hours before HoursFrom are frozen
+// as spread: by then the difference is at most 0.35·3600/HalfLife of an
+// hour's usage, decayed by the six hours of slurmdbd.DefaultReread.
 func (in *Inputs) retime(j Job) float64 {
-	start, end := float64(j.Start), float64(in.LastHourly)
-	if j.End != 0 {
-		end = min(end, float64(j.End))
-	}
-	if end <= start {
-		return 0
-	}
-	first := Hour.Start(j.Start, in.location())
-	r := in.retimeHour(first, start, end)
-	if last := Hour.Start(int64(math.Ceil(end))-1, in.location()); last != first {
-		r += in.retimeHour(last, start, end)
+	r := 0.0
+	for _, h := range in.retimedHours(j) {
+		r += in.retimeHour(h, j)
 	}
 	return r
 }
 
-// retimeHour is retime for the part of [start, end) in the rolled-up hour
-// beginning at h.
-func (in *Inputs) retimeHour(h int64, start, end float64) float64 {
-	if float64(h) < in.HoursFrom {
-		return 0
+// retimedHours are the rolled-up hours retime moves j's seconds in: the
+// one it started in and the one it ran in last before the last rollup,
+// from HoursFrom on.
+func (in *Inputs) retimedHours(j Job) []int64 {
+	end := float64(in.LastHourly)
+	if j.End != 0 {
+		end = min(end, float64(j.End))
 	}
-	from, to := max(start, float64(h)), min(end, float64(h)+3600, float64(in.LastHourly))
+	if end <= float64(j.Start) {
+		return nil
+	}
+	var hours []int64
+	first := Hour.Start(j.Start, in.location())
+	if float64(first) >= in.HoursFrom {
+		hours = append(hours, first)
+	}
+	if last := Hour.Start(int64(math.Ceil(end))-1, in.location()); last != first && float64(last) >= in.HoursFrom {
+		hours = append(hours, last)
+	}
+	return hours
+}
+
+// retimeHour is retime for j's seconds in the rolled-up hour beginning at
+// h.
+func (in *Inputs) retimeHour(h int64, j Job) float64 {
+	from, to := max(float64(j.Start), float64(h)), float64(min(h+3600, in.LastHourly))
+	if j.End != 0 {
+		to = min(to, float64(j.End))
+	}
 	if to <= from {
 		return 0
 	}
-	own := 0.0
-	if at := max(from, in.Since); to > at {
-		own = in.Passes.BucketUsage(at, to, in.At, to-at) // one job alone in the bucket
-	}
+	own := in.Passes.JobUsageIn(float64(j.Start), float64(j.End), max(from, in.Since), to, in.At, 1)
 	return own - (to-from)*in.cachedWeight(h, Hour)
 }
 

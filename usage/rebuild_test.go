@@ -41,10 +41,10 @@ func TestRawUsage(t *testing.T) {
 	}
 	usage, problems := Rebuild(in)
 	raw := usage.Raw
-	// Job 1's 100 s before the rollup are in the hour's row, at their own
-	// time (retime); the rest of the row is spread over the hour.
-	u1 := p.BucketUsage(hour, hour+3600, at, 3600*4-800) + p.BucketUsage(3*3600-100, 3*3600, at, 800) +
-		p.JobUsage(3*3600, 0, at, 8) + // the part after the last rollup
+	// Job 1's 100 s before the rollup are in the hour's row, but count as
+	// slurmctld charged them (retime): the job counts whole, as charged;
+	// the rest of the row is spread over the hour.
+	u1 := p.BucketUsage(hour, hour+3600, at, 3600*4-800) + p.JobUsage(3*3600-100, 0, at, 8) +
 		p.JobUsage(3*3600+60, 3*3600+400, at, 2*0.5)
 	gone := p.BucketUsage(hour, hour+3600, at, 3600)
 	u3 := p.BucketUsage(3600, 7200, at, 1800)
@@ -54,12 +54,11 @@ func TestRawUsage(t *testing.T) {
 	// Per TRES: cpu from the rollup row and the jobs' cpu counts (the
 	// second job has no billing TRES and is billed its CPUs), mem from
 	// the first job; energy never.
-	cpu := p.BucketUsage(hour, hour+3600, at, 3600*2-400) + p.BucketUsage(3*3600-100, 3*3600, at, 400) +
-		p.JobUsage(3*3600, 0, at, 4) + p.JobUsage(3*3600+60, 3*3600+400, at, 2*0.5)
+	cpu := p.BucketUsage(hour, hour+3600, at, 3600*2-400) + p.JobUsage(3*3600-100, 0, at, 4) + p.JobUsage(3*3600+60, 3*3600+400, at, 2*0.5)
 	if got := usage.TRES[1][2]; math.Abs(got-cpu) > 1e-9 {
 		t.Errorf("cpu usage of u1 %v, want %v", got, cpu)
 	}
-	if got, want := usage.TRES[2][0], p.BucketUsage(3*3600-100, 3*3600, at, 100*1000)+p.JobUsage(3*3600, 0, at, 1000); math.Abs(got-want) > 1e-9 {
+	if got, want := usage.TRES[2][0], p.JobUsage(3*3600-100, 0, at, 1000); math.Abs(got-want) > 1e-9 {
 		t.Errorf("mem usage of root %v, want %v", got, want)
 	}
 	if _, ok := usage.TRES[TRESEnergy]; ok {
@@ -83,8 +82,7 @@ func TestRawUsage(t *testing.T) {
 	in.Since = hour + 1800
 	usage, _ = Rebuild(in)
 	raw = usage.Raw
-	want := p.BucketUsage(hour+1800, hour+3600, at, (3600*4-800)/2) + p.BucketUsage(3*3600-100, 3*3600, at, 800) +
-		p.JobUsage(3*3600, 0, at, 8) + p.JobUsage(3*3600+60, 3*3600+400, at, 1)
+	want := p.BucketUsage(hour+1800, hour+3600, at, (3600*4-800)/2) + p.JobUsage(3*3600-100, 0, at, 8) + p.JobUsage(3*3600+60, 3*3600+400, at, 1)
 	if math.Abs(raw[2]-want) > 1e-9 {
 		t.Errorf("after a reset u1 %v, want %v", raw[2], want)
 	}
@@ -176,7 +174,6 @@ func TestUnchargedTails(t *testing.T) {
 func TestRetimedPartialHours(t *testing.T) {
 	assocs, node := oneUser()
 	const h = 100 * 3600
-	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 17, ChargeJobEnd: true}
 	running := Job{Inx: 1, Assoc: 3, Start: h - 240, TRESAlloc: "1=256,5=256"}         // across the rollup at h
 	ended := Job{Inx: 2, Assoc: 3, Start: h - 3000, End: h - 2900, TRESAlloc: "5=64"}  // inside the hour before
 	earlier := Job{Inx: 3, Assoc: 3, Start: h - 5000, End: h - 3000, TRESAlloc: "5=8"} // across two rolled hours
@@ -184,30 +181,34 @@ func TestRetimedPartialHours(t *testing.T) {
 		{Assoc: 3, TRES: 5, Start: h - 3600, AllocSecs: 240*256 + 100*64 + 600*8},
 		{Assoc: 3, TRES: 5, Start: h - 7200, AllocSecs: 1400 * 8},
 	}
-	for _, at := range []float64{h + 30, h + 90, h + 300} {
-		want := p.JobUsage(float64(running.Start), 0, at, 256) + p.JobUsage(float64(ended.Start), float64(ended.End), at, 64)
-		spread := p.BucketUsage(h-7200, h-3600, at, 1400*8) // before HoursFrom: spread
-		for _, c := range []struct {
-			from    float64
-			earlier float64
-		}{
-			{0, p.JobUsage(float64(earlier.Start), float64(earlier.End), at, 8)},
-			{h - 3600, spread + p.JobUsage(h-3600, float64(earlier.End), at, 8)},
-		} {
-			in := Inputs{Assocs: assocs, Node: node, Passes: p, At: at, LastHourly: h, Hours: hours,
-				Jobs: []Job{running}, Ended: []Job{ended, earlier}, HoursFrom: c.from, Location: time.UTC}
-			if c.from > 0 {
-				in.Hours = hours[:1]
-				in.Base = Frozen{Usage: map[Key]float64{{3, 5}: spread}}
-			}
-			u, problems := Rebuild(in)
-			if len(problems) > 0 {
-				t.Fatal(problems)
-			}
-			// what is left is the first pass interval of each job, charged
-			// d^Period instead of d^Δ (Passes.BucketUsage)
-			if w := want + c.earlier; math.Abs(u.Raw[2]-w) > 1e-3*w {
-				t.Errorf("at h+%v, HoursFrom %v: raw usage %.1f, want %.1f (slurmctld's passes): off by %.3f", at-h, c.from-h, u.Raw[2], w, (u.Raw[2]-w)/w)
+	// at a 10-minute half-life the first and last pass intervals of a
+	// job weigh most: spread as one job in its hour (BucketUsage), the
+	// 100-second job was 1.7% off (issue 30)
+	for _, hl := range []float64{3600, 600} {
+		p := fairshare.Passes{HalfLife: hl, Period: 60, Phase: 17, ChargeJobEnd: true}
+		for _, at := range []float64{h + 30, h + 90, h + 300} {
+			want := p.JobUsage(float64(running.Start), 0, at, 256) + p.JobUsage(float64(ended.Start), float64(ended.End), at, 64)
+			spread := p.BucketUsage(h-7200, h-3600, at, 1400*8) // before HoursFrom: spread
+			for _, c := range []struct {
+				from    float64
+				earlier float64
+			}{
+				{0, p.JobUsage(float64(earlier.Start), float64(earlier.End), at, 8)},
+				{h - 3600, spread + p.JobUsageIn(float64(earlier.Start), float64(earlier.End), h-3600, math.Inf(1), at, 8)},
+			} {
+				in := Inputs{Assocs: assocs, Node: node, Passes: p, At: at, LastHourly: h, Hours: hours,
+					Jobs: []Job{running}, Ended: []Job{ended, earlier}, HoursFrom: c.from, Location: time.UTC}
+				if c.from > 0 {
+					in.Hours = hours[:1]
+					in.Base = Frozen{Usage: map[Key]float64{{3, 5}: spread}}
+				}
+				u, problems := Rebuild(in)
+				if len(problems) > 0 {
+					t.Fatal(problems)
+				}
+				if w := want + c.earlier; math.Abs(u.Raw[2]-w) > 1e-9*w {
+					t.Errorf("half-life %v, at h+%v, HoursFrom %v: raw usage %.3f, want %.3f (slurmctld's passes): off by %.2g", hl, at-h, c.from-h, u.Raw[2], w, (u.Raw[2]-w)/w)
+				}
 			}
 		}
 	}
