@@ -110,6 +110,16 @@ type PassError struct {
 	// moment later, so the rebuild still counts the job as running,
 	// charged up to the last pass. Its running jobs' rate times it.
 	Unrecorded float64
+	// Period and BootUsage: usage charged before slurmctld's last start
+	// was charged at the passes of the boots before, whose phase nobody
+	// keeps, and weighs by them (a second charged at a pass Δ after the
+	// one before weighs d^Δ·d^(since that pass): fairshare.Passes.JobUsageIn),
+	// so each of its seconds may weigh up to d^∓Period against the phase
+	// of today's passes. BootUsage is that usage per association of DB,
+	// decayed to the report (nil: slurmctld's boot unknown, all of it may
+	// be); Period is PriorityCalcPeriod in seconds (0: not considered).
+	Period    float64
+	BootUsage []float64
 }
 
 // Tails are finished jobs' uncharged tails cut at passes whose moment is
@@ -167,7 +177,7 @@ func factorBounds(t *fairshare.Tree, parts []result.UsageBound, alg fairshare.Al
 func charge(parts []result.UsageBound) []float64 {
 	c := make([]float64, len(parts))
 	for i, p := range parts {
-		c[i] = p.Running + p.Unrecorded + p.Tails
+		c[i] = p.Running + p.Unrecorded + p.Tails + p.EarlierBoots
 	}
 	return c
 }
@@ -176,12 +186,12 @@ func charge(parts []result.UsageBound) []float64 {
 // leaves it unknown (without sshare's truncation, the reported side's).
 func (e PassError) Parts(t *fairshare.Tree) []result.UsageBound {
 	parts := make([]result.UsageBound, t.Len())
-	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil && e.Tails == nil {
+	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil && e.Tails == nil && e.Period <= 0 {
 		return parts
 	}
-	scale := 1.0
+	scale, boots := 1.0, 0.0
 	if e.Decay > 0 && e.Decay < 1 {
-		scale = math.Pow(e.Decay, -e.Window)
+		scale, boots = math.Pow(e.Decay, -e.Window), math.Pow(e.Decay, -e.Period)-1
 	}
 	for i := range parts {
 		p := &parts[i]
@@ -195,7 +205,12 @@ func (e PassError) Parts(t *fairshare.Tree) []result.UsageBound {
 		if e.TailLost != nil {
 			p.Tails += e.TailLost[i]
 		}
-		p.Decay = t.Association(i).RawUsage * (scale - 1)
+		u := t.Association(i).RawUsage
+		p.Decay = u * (scale - 1)
+		if e.BootUsage != nil {
+			u = min(u, e.BootUsage[i])
+		}
+		p.EarlierBoots = u * boots
 	}
 	return parts
 }

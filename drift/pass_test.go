@@ -134,6 +134,146 @@ func TestPassErrorExplainsPhase(t *testing.T) {
 	}
 }
 
+// ctldAcrossBoots is slurmctld's usage of each user row at at with
+// AccountingStorageEnforce=limits, simulated pass by pass from an explicit
+// list of pass moments (an independent model of _decay_thread across a
+// restart: the new boot's passes keep their own phase): at each pass all
+// usage decays by d^(seconds since the pass before), then each running
+// job is charged Δ·d^Δ for the Δ seconds since that pass or its start; a
+// job that ends between passes is charged so at its end.
+func ctldAcrossBoots(n int, jobs []passJob, passes []float64, d, at float64) []float64 {
+	raw := make([]float64, n)
+	prev := passes[0]
+	charge := func(j passJob, from, to float64) {
+		if from = max(from, j.start); to > from {
+			raw[j.row] += j.billing * (to - from) * math.Pow(d, to-from)
+		}
+	}
+	for _, q := range passes[1:] {
+		if q > at {
+			break
+		}
+		for _, j := range jobs { // ends before this pass
+			if j.end != 0 && j.end > prev && j.end <= q {
+				charge(j, prev, j.end)
+			}
+		}
+		for i := range raw {
+			raw[i] *= math.Pow(d, q-prev)
+		}
+		for _, j := range jobs {
+			if j.start < q && (j.end == 0 || j.end > q) {
+				charge(j, prev, q)
+			}
+		}
+		prev = q
+	}
+	for _, j := range jobs { // ended since the last pass
+		if j.end != 0 && j.end > prev && j.end <= at {
+			charge(j, prev, j.end)
+		}
+	}
+	return raw
+}
+
+// TestPassErrorExplainsEarlierBoots: slurmctld restarted at a 10-minute
+// half-life, its passes at :20 before and at :03 after; the rebuild takes
+// today's phase for all of its usage (what is known: the state file, the
+// boot). Usage charged before the restart weighs by the old passes, which
+// nobody keeps: the part BootUsage gives it (the usage rebuilt at the boot,
+// decayed) holds the difference for every association, drift judged
+// against it flags nothing, without it some, and a 10% loss of the
+// largest user is flagged all the same.
+func TestPassErrorExplainsEarlierBoots(t *testing.T) {
+	const period, boot = 60.0, 1_800_000_003.0
+	at := boot + 5*period + 1
+	out := capture(t, "slurm-22.05/running-classic-1.txt")
+	var users []int
+	for i, row := range out.Rows {
+		if row.User != "" && row.User != "root" {
+			users = append(users, i)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	var jobs []passJob
+	for _, u := range users {
+		s := boot - 1500 + r.Float64()*1200
+		jobs = append(jobs, passJob{u, s, s + 60 + r.Float64()*400, float64(1 + r.IntN(256))})
+	}
+	jobs = append(jobs, passJob{users[0], boot - 200, 0, 128}) // across the restart
+	var passes []float64
+	for q := boot - 1800 + 17; q < boot; q += period { // the old boot's, at :20
+		passes = append(passes, q)
+	}
+	for q := boot; q <= at; q += period { // the new one's from its start
+		passes = append(passes, q)
+	}
+	db := fairshare.Passes{HalfLife: 600, Period: period, Phase: boot, ChargeJobEnd: true}
+	repRaw := ctldAcrossBoots(len(out.Rows), jobs, passes, db.D(), at)
+	dbRaw, running, _, _ := simulatePhase(t, out, jobs, db, at)
+	// the two models agree where there is one phase
+	var one []float64
+	for q := boot - 1800; q <= at; q += period {
+		one = append(one, q)
+	}
+	for i, v := range ctldAcrossBoots(len(out.Rows), jobs, one, db.D(), at) {
+		if out.Rows[i].User != "" && math.Abs(v-dbRaw[i]) > 1e-6*max(1, v) {
+			t.Fatalf("%s/%s: pass by pass %.6f, fairshare.Passes %.6f", out.Rows[i].Account, out.Rows[i].User, v, dbRaw[i])
+		}
+	}
+	bootRaw, _, _, _ := simulatePhase(t, out, jobs, db, boot)
+	assocs, err := out.Associations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(assocs) - 1; i > 0; i-- {
+		repRaw[assocs[i].Parent] += repRaw[i]
+	}
+	for i := range out.Rows {
+		out.Rows[i].RawUsage = math.Trunc(repRaw[i])
+		assocs[i].RawUsage = dbRaw[i]
+		bootRaw[i] *= math.Pow(db.D(), at-boot)
+	}
+	tree, err := fairshare.NewTree(assocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge := func(pass PassError) Summary {
+		t.Helper()
+		c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6, Usage: 0.005, Factor: 0.01},
+			Report: out, DB: tree, TieOrderKnown: true, Pass: pass}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Usage.Summary
+	}
+	known := PassError{Window: 1, Decay: db.D(), Running: running, Unrecorded: 1}
+	if s := judge(known); s.Beyond["raw_usage"] == 0 {
+		t.Fatalf("usage charged at another boot's passes is not flagged without its part: the test shows nothing")
+	}
+	pass := known
+	pass.Period, pass.BootUsage = period, bootRaw
+	parts := pass.Parts(tree)
+	for i := range repRaw {
+		if d := math.Abs(repRaw[i] - dbRaw[i]); d > parts[i].Total()+1 {
+			t.Errorf("%s/%s: usage %.0f apart, bound %.0f (earlier boots %.0f)", out.Rows[i].Account, out.Rows[i].User, d, parts[i].Total(), parts[i].EarlierBoots)
+		}
+	}
+	if s := judge(pass); s.Beyond["raw_usage"]+s.Beyond["fairshare"] > 0 {
+		t.Errorf("drift beyond the bound with the earlier boots' part: %v; largest %+v, bound %+v", s.Beyond, s.MaxRelative, s.MaxRelativeBound)
+	}
+	u := users[0]
+	for _, v := range users {
+		if repRaw[v] > repRaw[u] {
+			u = v
+		}
+	}
+	out.Rows[u].RawUsage = math.Trunc(0.9 * repRaw[u])
+	if s := judge(pass); s.Beyond["raw_usage"] == 0 {
+		t.Errorf("%s/%s lost 10%% of %.0f: not flagged", out.Rows[u].Account, out.Rows[u].User, repRaw[u])
+	}
+}
+
 // TestPassRawJobEnd: with AccountingStorageEnforce=limits slurmctld
 // charges a finished job's last partial interval at its end, raising its
 // chain's RawUsage, while the values computed at the last pass stay

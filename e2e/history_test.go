@@ -59,6 +59,13 @@ func TestHistoryFidelity(t *testing.T) {
 	t.Parallel()
 	variants := []historyVariant{
 		{"limits-1h", "associations,limits", "0-01:00:00", 0.005, false},
+		// the shortest half-life in use (issue 30 saw an account 4.7% off
+		// at it), where a pass's moment weighs most: 1% until the first
+		// restart; after it usage charged before slurmctld's last start
+		// weighs by the passes of the boot before, whose phase nobody
+		// keeps (up to 1.3% off on 22.05.8, 2026-11-27), and only check's
+		// bound holds (drift.PassError.BootUsage)
+		{"limits-10m", "associations,limits", "0-00:10:00", 0.01, true},
 		// a site's half-life: what a pass's moment moves shrinks with
 		// the decay over one period
 		{"limits-7d", "associations,limits", "7-00:00:00", 0.001, false},
@@ -279,7 +286,7 @@ func (ev historyEvent) judge(t *testing.T, at time.Time, code int, rep drift.Rep
 		// siblings too
 		for _, e := range rep.Associations {
 			if e.Drift != nil && e.Allowed != nil && !onChain(e, "phys", "bob") && math.Abs(float64(e.Drift.RawUsage)) > float64(e.Allowed.RawUsage) {
-				t.Errorf("%s: %s/%s RawUsage %v off, allowed %v: the tails of jobs ended before the restart are outside check's bound", ev.Name, e.Account, e.User, e.Drift.RawUsage, e.Allowed.RawUsage)
+				t.Errorf("%s: %s/%s RawUsage %v off, allowed %v: what slurmctld charged before the restart (tails, passes of the boot before) is outside check's bound", ev.Name, e.Account, e.User, e.Drift.RawUsage, e.Allowed.RawUsage)
 			}
 		}
 	case ev.Lost:

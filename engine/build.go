@@ -97,6 +97,10 @@ type Inputs struct {
 	// ended before slurmctld's boot, whose tails were cut at another
 	// phase (nil: the boot or the phase unknown, every tail is).
 	BootTails *usage.TailRisk
+	// BootUsage is, per association, the usage charged before slurmctld's
+	// boot, decayed to Computed (nil: the boot unknown, all of it may be):
+	// charged at the passes of earlier boots (drift.PassError.BootUsage).
+	BootUsage []float64
 	// TRES is decayed usage per TRES name; Uncharged, Pending (has pending
 	// jobs) and MauiUsage (windowed usage fraction) may be nil.
 	TRES      map[string][]float64
@@ -360,7 +364,8 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	if _, near := in.PassNear(read); near {
 		w = in.Passes.Period
 	}
-	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost}
+	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
+		Period: in.Passes.Period, BootUsage: in.BootUsage}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
 		at := float64(in.Computed.UnixNano()) / 1e9
 		if read != nil {

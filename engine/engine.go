@@ -149,10 +149,10 @@ type clusterState struct {
 	maui       []float64
 	// savedFreezes is ref.Freezes when it was last saved.
 	savedFreezes int
-	// bootTails are the tail sums per id_assoc at slurmctld's boot
-	// (bootTails), for bootKey.
-	bootTails map[uint32][2]float64
-	bootKey   bootKey
+	// bootSums are the tail sums and the usage per id_assoc at
+	// slurmctld's boot (bootSums), for bootKey.
+	bootSums map[uint32][3]float64
+	bootKey  bootKey
 }
 
 type bootKey struct {
@@ -392,11 +392,9 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	for i, r := range snap.Tree.Row {
 		ids[i] = snap.Rows[r].ID
 	}
-	// under AccountingStorageEnforce=limits slurmctld charges tails at
-	// job end: there are none to split
-	if local && !e.boot.IsZero() && phase.Source != result.PhaseUnknown && !passes.ChargeJobEnd {
-		if in.BootTails, err = e.bootTails(ctx, name, c, passes, since, at, ids); err != nil {
-			problems = append(problems, problemOf(fmt.Errorf("the tails of jobs that ended before slurmctld started are bounded by a whole PriorityCalcPeriod: %w", err)))
+	if local && !e.boot.IsZero() {
+		if err := e.setBoot(ctx, c, in, since, ids); err != nil {
+			problems = append(problems, problemOf(fmt.Errorf("the usage charged before slurmctld started is bounded as if all of it were, and the tails of jobs that ended by then by a whole PriorityCalcPeriod: %w", err)))
 		}
 	}
 	e.warnChanged(name, problems)
@@ -419,38 +417,55 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 // half-lives before the moment weigh below 1e-6 of their usage.
 const tailHalfLives = 20
 
-// bootTails is, per association of ids, the tail sums (usage.TailRisk's
-// Rate and Most) of the jobs that ended before slurmctld's boot, decayed
-// to at: the rebuild at the boot's sums, kept per boot and settings (one
-// cold load per boot), times d^(at-boot), which is exact for jobs that
-// ended by then.
-func (e *Engine) bootTails(ctx context.Context, name string, c ClusterSource, passes fairshare.Passes, since, at time.Time, ids []uint32) (*usage.TailRisk, error) {
-	out := &usage.TailRisk{Rate: make([]float64, len(ids)), Most: make([]float64, len(ids))}
+// setBoot sets in's BootUsage and, where the phase is known and tails are
+// left uncharged (no AccountingStorageEnforce=limits), BootTails.
+func (e *Engine) setBoot(ctx context.Context, c ClusterSource, in *Inputs, since time.Time, ids []uint32) error {
+	tails, boot, err := e.bootSums(ctx, in.Name, c, in.Passes, since, in.Computed, ids)
+	if err != nil {
+		return err
+	}
+	if in.Phase.Source != result.PhaseUnknown && !in.Passes.ChargeJobEnd {
+		in.BootTails = tails
+	}
+	in.BootUsage = boot
+	return nil
+}
+
+// bootSums is, per association of ids, the tail sums (usage.TailRisk's
+// Rate and Most) of the jobs that ended before slurmctld's boot and the
+// usage charged before it, decayed to at: the rebuild at the boot's sums,
+// kept per boot and settings (one cold load per boot), times d^(at-boot),
+// which is exact for what ended by then.
+func (e *Engine) bootSums(ctx context.Context, name string, c ClusterSource, passes fairshare.Passes, since, at time.Time, ids []uint32) (*usage.TailRisk, []float64, error) {
+	out, raw := &usage.TailRisk{Rate: make([]float64, len(ids)), Most: make([]float64, len(ids))}, make([]float64, len(ids))
 	age := at.Sub(e.boot).Seconds()
 	if hl := passes.HalfLife; hl > 0 && age > tailHalfLives*hl {
-		return out, nil
+		return out, raw, nil
 	}
 	cs := e.clusters[name]
 	key := bootKey{e.boot, passes, since}
 	key.passes.Phase = 0 // the tails' Rate and Most do not depend on it; the last pass moves every period
-	if cs.bootTails == nil || cs.bootKey != key {
+	if cs.bootSums == nil || cs.bootKey != key {
 		snap, err := c.SnapshotAsCtld(ctx, e.boot, e.boot, passes, since, time.Local)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		cs.bootTails, cs.bootKey = map[uint32][2]float64{}, key
-		if t := snap.TailRisk; t.Rate != nil {
-			for i, r := range snap.Tree.Row {
-				cs.bootTails[snap.Rows[r].ID] = [2]float64{t.Rate[i], t.Most[i]}
+		cs.bootSums, cs.bootKey = map[uint32][3]float64{}, key
+		t := snap.TailRisk
+		for i, r := range snap.Tree.Row {
+			v := [3]float64{2: snap.Tree.Assocs[i].RawUsage}
+			if t.Rate != nil {
+				v[0], v[1] = t.Rate[i], t.Most[i]
 			}
+			cs.bootSums[snap.Rows[r].ID] = v
 		}
 	}
 	k := math.Pow(passes.D(), max(0, age))
 	for i, id := range ids {
-		v := cs.bootTails[id]
-		out.Rate[i], out.Most[i] = v[0]*k, v[1]*k
+		v := cs.bootSums[id]
+		out.Rate[i], out.Most[i], raw[i] = v[0]*k, v[1]*k, v[2]*k
 	}
-	return out, nil
+	return out, raw, nil
 }
 
 // setTRES keeps the decayed usage of each TRES but billing (the usage

@@ -156,13 +156,17 @@ type UsageBound struct {
 	// cut them, and those a pass's wait for the job lock lost (without
 	// limits).
 	Tails float64 `json:"tails"`
+	// EarlierBoots is what the passes of slurmctld's boots before its
+	// last start leave unknown of the usage they charged, whose phase is
+	// not kept.
+	EarlierBoots float64 `json:"earlier_boots"`
 	// Truncation is sshare's integer RawUsage.
 	Truncation float64 `json:"truncation"`
 }
 
 // Total is the bound.
 func (b UsageBound) Total() float64 {
-	return b.Decay + b.Running + b.Unrecorded + b.Tails + b.Truncation
+	return b.Decay + b.Running + b.Unrecorded + b.Tails + b.EarlierBoots + b.Truncation
 }
 
 // Kinds of usage loss (Losses).
