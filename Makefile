@@ -18,6 +18,10 @@ HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
 # read-budget)
 MEASURED  := TestPassSchedule|TestReadBudget
 LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
+# BESIDE: make test runs TestServeRealSlurm as TestReleasesLive/22.05, the
+# three releases' clusters side by side (-parallel 3); make soak and make
+# test-live run it alone
+BESIDE    := TestServeRealSlurm
 RELEASES ?= 22.05 24.11 26.05
 
 .PHONY: build test test-live record passes read-budget demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
@@ -29,7 +33,7 @@ build:
 test:
 	$(GO) vet ./...
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
-	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -skip '^($(LIVE))$$' ./...
+	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -parallel 3 -skip '^($(LIVE)|$(BESIDE))$$' ./...
 
 ## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), the read budget (make read-budget), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
 test-live:

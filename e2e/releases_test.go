@@ -24,9 +24,11 @@ import (
 // slurmrestd (TCP with JWT, and its Unix socket) with the version it
 // serves detected, explain --user, and explain --job of two pending jobs
 // against sprio (checkSprioRanges, the state directory known); then, the
-// healthy checks done, injected faults (releaseFaults). The two clusters
-// come up side by side: most of the time is spent waiting for slurmctld's
-// passes.
+// healthy checks done, injected faults (releaseFaults). Beside them runs
+// the host's 22.05 as TestServeRealSlurm tests it (its soak and faults):
+// the three clusters come up side by side, and most of the time is spent
+// waiting for slurmctld's passes (make test runs TestServeRealSlurm only
+// here, with -parallel 3; make soak and make test-live run it on its own).
 func TestReleasesLive(t *testing.T) {
 	for _, release := range []string{"24.11", "26.05"} {
 		t.Run(release, func(t *testing.T) {
@@ -34,6 +36,10 @@ func TestReleasesLive(t *testing.T) {
 			testRelease(t, release)
 		})
 	}
+	t.Run("22.05", func(t *testing.T) {
+		t.Parallel()
+		serveRealSlurm(t)
+	})
 }
 
 func testRelease(t *testing.T, release string) {
@@ -191,20 +197,8 @@ func testRelease(t *testing.T, release string) {
 // (c) TRESBillingWeights edited in slurm.conf and not loaded
 // (billingFault).
 //
-// (d) slurmctld killed (SIGKILL: a crash, the OOM killer) and started
-// again. It saves assoc_usage only every PERIODIC_CHECKPOINT (300 s of its
-// process) and on a clean shutdown or reconfigure, so it comes back with
-// the usage of its last checkpoint: what it charged since is lost. With
-// carol's and bob's jobs running, the kill comes a pass after a
-// checkpoint (a reconfigure's, seen in assoc_usage's mtime) and after
-// serve's read of that pass. serve must flag usage drift, carol's
-// reported usage below the rebuilt one, within 2*PriorityCalcPeriod + 30 s
-// of the restart, and the loss detector count her loss across the
-// restart. Nothing is lost
-// without jobs charged since the checkpoint: an older checkpoint of an
-// idle cluster holds more usage, not less (less decayed), which is why
-// dd7c065's older assoc_usage put back under a SIGTERM'd slurmctld, after
-// the jobs above had ended, showed nothing.
+// (d) slurmctld killed without saving and back from its checkpoint
+// (killFault).
 func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promServer, db []string) {
 	t.Helper()
 	rawUsage := series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", c.Name, "kind", "usage", "value", "raw_usage")
@@ -312,88 +306,7 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 	billingFault(t, c, s, prom)
 
 	// (d) slurmctld killed without saving, back from its checkpoint
-	usageFile := filepath.Join(c.StateDir(), "assoc_usage")
-	mtime := func() time.Time {
-		fi, err := os.Stat(usageFile)
-		if err != nil {
-			t.Fatalf("(d): %v", err)
-		}
-		return fi.ModTime()
-	}
-	ssh := func() []string {
-		out, _ := c.Run("sshare", "-n", "-P", "-a", "-o", "Account,User,RawUsage")
-		return strings.Fields(out)
-	}
-	// charged all along, and carol's chain, which no fault above touched,
-	// loses what they were charged since the checkpoint
-	jobs := []string{c.Submit("carol", "chem", "", 256, 900), c.Submit("bob", "phys", "", 96, 900)}
-	defer c.Run("scancel", jobs...)
-	c.WaitRunning(5*time.Minute, jobs...)
-	// slurmctld writes assoc_usage every PERIODIC_CHECKPOINT (300 s) of
-	// its process, and on a clean shutdown or reconfigure. A reconfigure
-	// makes the checkpoint now, instead of waiting up to 5 minutes for the
-	// periodic one: from 23.11 the old process saves before it hands over,
-	// and the new one's first periodic checkpoint comes 300 s after its
-	// start (controller.c _slurmctld_background). The deadline is for a
-	// loaded machine.
-	const checkpointWait = 3 * time.Minute
-	_, boot0, _ := ctld()
-	ckpt0 := mtime()
-	c.MustRun("scontrol", "reconfigure")
-	waited := time.Now()
-	ckpt := ckpt0
-	for _, boot, _ := ctld(); ckpt.Equal(ckpt0) || boot == boot0 || boot == ""; _, boot, _ = ctld() {
-		if time.Since(waited) > checkpointWait {
-			t.Fatalf("(d): scontrol reconfigure: no new slurmctld with its state saved within %v (boot %q, assoc_usage written %v ago)", checkpointWait, boot, time.Since(ckpt).Round(time.Second))
-		}
-		time.Sleep(time.Second)
-		ckpt = mtime()
-	}
-	// a pass of the new process charges the jobs from the old one's last
-	// pass, which the checkpoint holds; serve reads after it, so its last
-	// read of this process holds the charge the kill loses
-	c.WaitDecayPass()
-	pass := trueLastPass(c)
-	if m, held, err = s.scrapeUntil(3*c.CalcPeriod(), 2*time.Second, func(m map[string]float64) bool { return m[reportedAt] >= float64(pass.Unix()) }); !held {
-		t.Fatalf("(d): serve did not read sshare after slurmctld's pass at %v (last scrape: %v)", pass.Format(time.TimeOnly), err)
-	}
-	if now := mtime(); !now.Equal(ckpt) {
-		t.Fatalf("(d): slurmctld checkpointed again %v after the checkpoint waited for: the kill would lose nothing", now.Sub(ckpt).Round(time.Second))
-	}
-	lostRestart := series(lossesTotal, "slurm_cluster", c.Name, "kind", result.LossAcrossRestart)
-	lost0, beyond0 := m[lostRestart], m[rawUsage]
-	killed := time.Now()
-	t.Logf("(d) SIGKILL %.0f s after the assoc_usage checkpoint, %.0f s after slurmctld's last pass; raw_usage beyond tolerance %v, across_restart losses %v; sshare %q",
-		killed.Sub(ckpt).Seconds(), killed.Sub(pass).Seconds(), beyond0, lost0, ssh())
-	c.KillCtld()
-	restarted := time.Now()
-	t.Logf("(d) slurmctld answering %v after the kill; sshare %q", restarted.Sub(killed).Round(time.Second), ssh())
-	// a period to slurmctld's first pass and serve's read after it, one
-	// for a read that the restart's pass timing put off, and the read itself
-	within := 2*c.CalcPeriod() + 30*time.Second
-	// the drift is the loss: carol's reported usage below the rebuilt one
-	// by more than the usage tolerance (--drift.usage-tolerance's default)
-	carol := []string{"slurm_cluster", c.Name, "account", "chem", "user", "carol", "partition", "", "parent", "chem"}
-	carolComputed, carolReported := series("slurmdbd_fairshare_usage_billing_seconds", carol...), series("slurmdbd_fairshare_reported_usage_billing_seconds", carol...)
-	const usageTolerance = 0.005
-	m, held, err = s.scrapeUntil(10*c.CalcPeriod(), 2*time.Second, func(m map[string]float64) bool {
-		return m[rawUsage] > beyond0 && m[carolReported] < (1-usageTolerance)*m[carolComputed]
-	})
-	took := time.Since(restarted)
-	_, _, which = driftBeyond(m, c.Name)
-	t.Logf("(d) killed slurmctld: usage drift after %v: %v; usage (computed, reported) %v; sshare %q", took.Round(time.Second), which, usagePairs(m, c.Name), ssh())
-	if !held || took > within {
-		t.Errorf("(d) slurmctld killed and restarted from its checkpoint: usage drift with carol's usage lost flagged %v (after %v), want within %v of the restart (last scrape: %v)\n%s",
-			held, took.Round(time.Second), within, err, testenv.Tail(s.logs.Bytes()))
-	}
-	carolLost := series("slurmdbd_fairshare_usage_loss_timestamp_seconds", "slurm_cluster", c.Name, "account", "chem", "user", "carol", "partition", "", "kind", result.LossAcrossRestart)
-	m, held, _ = s.scrapeUntil(max(time.Until(restarted.Add(within)), 2*time.Second), 2*time.Second, func(m map[string]float64) bool {
-		return m[lostRestart] > lost0 && m[carolLost] >= float64(killed.Unix())
-	})
-	t.Logf("(d) killed slurmctld: across_restart losses %v after %v, carol's read at %+.0f s", m[lostRestart], time.Since(restarted).Round(time.Second), m[carolLost]-float64(restarted.Unix()))
-	if !held {
-		t.Errorf("(d) slurmctld killed and restarted from its checkpoint: carol's usage loss not counted across the restart within %v (%s %v, %s %v)", within, lostRestart, m[lostRestart], carolLost, m[carolLost])
-	}
+	killFault(t, c, s)
 }
 
 // notOK lists the report's associations whose status is not ok, as

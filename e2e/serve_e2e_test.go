@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -290,11 +289,14 @@ func (s *served) waitGoodRefreshes(what string, n int) map[string]float64 {
 // exits 0 and sprio lies in explain --job's ranges; then real faults raise
 // the drift they should: PriorityFlags switched by scontrol reconfigure
 // without a restart (formula drift and the applied algorithm), RawUsage=0
-// set by sacctmgr and the assoc_usage state lost over a restart (usage
-// drift); TRESBillingWeights edited and not loaded (billingFault); MariaDB stopped: the last good values stay served,
+// set by sacctmgr and slurmctld killed without saving and back from its
+// checkpoint (usage drift and losses, killFault); TRESBillingWeights edited and not loaded (billingFault); MariaDB stopped: the last good values stay served,
 // up{source="db"} is 0 and the last success frozen, and it recovers within
-// one refresh.
-func TestServeRealSlurm(t *testing.T) {
+// one refresh. make test runs it as TestReleasesLive/22.05, beside the
+// other releases.
+func TestServeRealSlurm(t *testing.T) { serveRealSlurm(t) }
+
+func serveRealSlurm(t *testing.T) {
 	testenv.Require(t, []string{"promtool"}, []string{"prometheus"})
 	soak := soakDuration(t)
 	// slurmdbd's hourly rollup falls in the soak's first third (the
@@ -467,7 +469,6 @@ func TestServeRealSlurm(t *testing.T) {
 	m = s.waitScrape("usage drift after RawUsage=0", 10*time.Minute, func(m map[string]float64) bool {
 		return m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")] > 0
 	})
-	before := m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")]
 	_, _, which = driftBeyond(m, name)
 	t.Logf("RawUsage=0 for alice: %v; largest drifts %v, bounds %v; usage %v", which, maxDrift(m, name), driftBounds(m, name), usagePairs(m, name))
 	// and the loss detector, which needs no database, counts it
@@ -478,23 +479,14 @@ func TestServeRealSlurm(t *testing.T) {
 	as = prom.waitAlerts("UsageLost firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageLost"] })
 	t.Logf("Prometheus after RawUsage=0: %s", alertList(as))
 
-	// (c) the assoc_usage state lost over a restart: everyone's usage.
-	c.StopDaemon("slurmctld")
-	if err := os.Remove(filepath.Join(c.StateDir(), "assoc_usage")); err != nil {
-		t.Fatal(err)
-	}
-	c.RestartCtld("NO_FAIR_TREE")
-	m = s.waitScrape("more usage drift after assoc_usage was lost", 10*time.Minute, func(m map[string]float64) bool {
-		return m[series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", name, "kind", "usage", "value", "raw_usage")] > before
-	})
-	_, _, which = driftBeyond(m, name)
-	t.Logf("assoc_usage removed: %v", which)
-	s.waitScrape("the usage loss across the restart counted", 5*time.Minute, func(m map[string]float64) bool {
-		return m[series(lossesTotal, "slurm_cluster", name, "kind", result.LossAcrossRestart)] > 0
-	})
+	// (c) slurmctld killed without saving and back from its checkpoint
+	// (killFault), its CPUs freed for the fault's jobs: alice's soak job
+	// and the jobs pending behind it go
+	c.Run("scancel", append([]string{"-u", "alice"}, w.Pending...)...)
+	killFault(t, c, s)
 	// for: 30 s, then a scrape and an evaluation
 	as = prom.waitAlerts("UsageDrift firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
-	t.Logf("Prometheus after lost usage: %s", alertList(as))
+	t.Logf("Prometheus after slurmctld was killed: %s", alertList(as))
 
 	// (d) TRESBillingWeights edited in slurm.conf and not loaded
 	billingFault(t, c, s, prom)

@@ -2,6 +2,7 @@ package slurmharness
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -143,6 +144,54 @@ func (c *Cluster) WaitDecayPass() {
 		}
 		return nil
 	})
+}
+
+// Checkpoint makes slurmctld save its state now, assoc_usage among it,
+// rather than at its next periodic checkpoint (PERIODIC_CHECKPOINT, 300 s
+// of its process), by scontrol reconfigure, and waits until assoc_usage is
+// rewritten and slurmctld answers. 22.05 saves it in the same process as
+// it rereads slurm.conf; from 23.11 the old process saves it before it
+// hands over to a new one (a new boot time), which loads it. It returns
+// the file's new modification time; the deadline is for a loaded machine.
+func (c *Cluster) Checkpoint() time.Time {
+	c.t.Helper()
+	file := filepath.Join(c.StateDir(), "assoc_usage")
+	mtime := func() time.Time {
+		fi, err := os.Stat(file)
+		if err != nil {
+			return time.Time{}
+		}
+		return fi.ModTime()
+	}
+	newProcess := c.cfg.Release != "" && c.cfg.Release != "22.05"
+	boot0, saved0 := c.BootTime(), mtime()
+	c.MustRun("scontrol", "reconfigure")
+	var saved time.Time
+	c.waitFor("scontrol reconfigure's checkpoint", 3*time.Minute, func() error {
+		saved = mtime()
+		switch boot := c.BootTime(); {
+		case saved.Equal(saved0):
+			return fmt.Errorf("assoc_usage not rewritten since %v", saved0.Format(time.TimeOnly))
+		case boot == "":
+			return errors.New("slurmctld not answering")
+		case newProcess && boot == boot0:
+			return fmt.Errorf("slurmctld's boot time still %s", boot)
+		}
+		return nil
+	})
+	return saved
+}
+
+// BootTime is slurmctld's BOOT_TIME as scontrol show config prints it, ""
+// when slurmctld does not answer.
+func (c *Cluster) BootTime() string {
+	out, _ := c.Run("scontrol", "show", "config")
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == "BOOT_TIME" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // HourlyRollup is slurmdbd's last_ran_table hourly_rollup: what it has
