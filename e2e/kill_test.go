@@ -93,9 +93,9 @@ func killFault(t *testing.T, c *slurmharness.Cluster, s *served) (restarted time
 			held, took.Round(time.Second), within, err, testenv.Tail(s.logs.Bytes()))
 	}
 	// and the loss detector counts one of the two users' losses: it sees
-	// a fall net of what the jobs' next charges put back (on 22.05.8
-	// bob's, not carol's: she fell 4.3% with her 128-CPU soak job running
-	// too)
+	// a fall net of what the jobs' next charges put back (22.05.8, a
+	// checkpoint 9 s before the pass: bob's alone, carol having fallen
+	// 4.3% with her 128-CPU soak job running too; right after a pass: both)
 	lostAt := func(m map[string]float64, user, account string) float64 {
 		return m[series("slurmdbd_fairshare_usage_loss_timestamp_seconds", "slurm_cluster", c.Name, "account", account, "user", user, "partition", "", "kind", result.LossAcrossRestart)]
 	}
