@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +27,6 @@ import (
 func killFault(t *testing.T, c *slurmharness.Cluster, s *served) (restarted time.Time) {
 	t.Helper()
 	rawUsage := series("slurmdbd_fairshare_drift_beyond_tolerance_associations", "slurm_cluster", c.Name, "kind", "usage", "value", "raw_usage")
-	usageFile := filepath.Join(c.StateDir(), "assoc_usage")
-	mtime := func() time.Time {
-		fi, err := os.Stat(usageFile)
-		if err != nil {
-			t.Fatalf("kill: %v", err)
-		}
-		return fi.ModTime()
-	}
 	ssh := func() []string {
 		out, _ := c.Run("sshare", "-n", "-P", "-a", "-o", "Account,User,RawUsage")
 		return strings.Fields(out)
@@ -63,8 +53,8 @@ func killFault(t *testing.T, c *slurmharness.Cluster, s *served) (restarted time
 	if !held {
 		t.Fatalf("kill: serve did not read sshare after slurmctld's pass at %v (last scrape: %v)", pass.Format(time.TimeOnly), err)
 	}
-	if now := mtime(); !now.Equal(ckpt) {
-		t.Fatalf("kill: slurmctld checkpointed again %v after the checkpoint waited for: the kill would lose nothing", now.Sub(ckpt).Round(time.Second))
+	if now := c.CheckpointTime(); !now.Equal(ckpt) {
+		t.Fatalf("kill: assoc_usage written at %v, not at the checkpoint waited for (%v): the kill would lose nothing", now.Format(time.TimeOnly), ckpt.Format(time.TimeOnly))
 	}
 	lostRestart := series(lossesTotal, "slurm_cluster", c.Name, "kind", result.LossAcrossRestart)
 	lost0, beyond0 := m[lostRestart], m[rawUsage]

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // EnsureUnixUser creates a login-less local user for jobs, if missing (in
@@ -155,43 +157,43 @@ func (c *Cluster) WaitDecayPass() {
 // the file's new modification time; the deadline is for a loaded machine.
 func (c *Cluster) Checkpoint() time.Time {
 	c.t.Helper()
-	file := filepath.Join(c.StateDir(), "assoc_usage")
-	mtime := func() time.Time {
-		fi, err := os.Stat(file)
-		if err != nil {
-			return time.Time{}
-		}
-		return fi.ModTime()
-	}
 	newProcess := c.cfg.Release != "" && c.cfg.Release != "22.05"
-	boot0, saved0 := c.BootTime(), mtime()
+	boot0, saved0 := c.BootTime(), c.CheckpointTime()
 	c.MustRun("scontrol", "reconfigure")
 	var saved time.Time
 	c.waitFor("scontrol reconfigure's checkpoint", 3*time.Minute, func() error {
-		saved = mtime()
+		saved = c.CheckpointTime()
 		switch boot := c.BootTime(); {
 		case saved.Equal(saved0):
 			return fmt.Errorf("assoc_usage not rewritten since %v", saved0.Format(time.TimeOnly))
-		case boot == "":
+		case boot.IsZero():
 			return errors.New("slurmctld not answering")
-		case newProcess && boot == boot0:
-			return fmt.Errorf("slurmctld's boot time still %s", boot)
+		case newProcess && boot.Equal(boot0):
+			return fmt.Errorf("slurmctld's boot time still %v", boot)
 		}
 		return nil
 	})
 	return saved
 }
 
-// BootTime is slurmctld's BOOT_TIME as scontrol show config prints it, ""
-// when slurmctld does not answer.
-func (c *Cluster) BootTime() string {
-	out, _ := c.Run("scontrol", "show", "config")
-	for _, l := range strings.Split(out, "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == "BOOT_TIME" {
-			return strings.TrimSpace(v)
-		}
+// CheckpointTime is when slurmctld last wrote assoc_usage (zero: never).
+func (c *Cluster) CheckpointTime() time.Time {
+	fi, err := os.Stat(filepath.Join(c.StateDir(), "assoc_usage"))
+	if err != nil {
+		return time.Time{}
 	}
-	return ""
+	return fi.ModTime()
+}
+
+// BootTime is slurmctld's BOOT_TIME as scontrol show config prints it
+// (sshare.ParseBootTime), zero when slurmctld does not answer.
+func (c *Cluster) BootTime() time.Time {
+	out, err := c.Run("scontrol", "show", "config")
+	if err != nil {
+		return time.Time{}
+	}
+	boot, _ := sshare.ParseBootTime(strings.NewReader(out))
+	return boot
 }
 
 // HourlyRollup is slurmdbd's last_ran_table hourly_rollup: what it has
