@@ -196,7 +196,23 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	if in == nil || sv == nil {
 		return
 	}
-	pass := in.PassError(&[2]time.Time{r.Start, r.End})
+	read := &[2]time.Time{r.Start, r.End}
+	if p, near := in.PassNear(read); near && r.After(p, time.Duration(in.Passes.Period*float64(time.Second)), in.Phase.Uncertainty) {
+		// the read closed a bracket of that pass: it shows the side after
+		// it, judged against the database just after it to the phase's
+		// uncertainty, as check judges a read on the side it shows, not
+		// against the whole period either side would allow
+		if off := in.Phase.Uncertainty + 500*time.Millisecond; !in.Computed.After(p.Add(off)) {
+			if in, err = l.e.refreshAtReport(ctx, p.Add(off)); in == nil {
+				if err != nil && ctx.Err() == nil {
+					l.e.o.log.Error().Err(err).Msg("refresh from the database just after the pass the report followed")
+				}
+				return
+			}
+		}
+		read = nil
+	}
+	pass := in.PassError(read)
 	sv.reportDB, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, r.At, pass, &ReportMemo{}
 	sv.reportPhase = in.Phase
 	sv.reportPhase.Uncertainty = time.Duration(pass.Window * float64(time.Second))

@@ -61,6 +61,40 @@ func TestReferences(t *testing.T) {
 	}
 }
 
+// TestReadAfterPass: a read that may straddle slurmctld's pass (within
+// the phase's uncertainty of it) shows the side after it only when a pass
+// was seen since the read before, and that read began after the pass a
+// period earlier could have fallen: otherwise the pass seen may be that
+// one, or none was seen, and serve judges it against the whole period.
+func TestReadAfterPass(t *testing.T) {
+	pass := time.Unix(1_800_000_060, 0)
+	const period, u = time.Minute, 2 * time.Second
+	cases := []struct {
+		name       string
+		prev, read time.Duration // starts, from the pass
+		seen       bool          // a pass seen between the two reads
+		after      bool
+	}{
+		{"bracket read before the window", -30 * time.Second, time.Second, true, true},
+		{"steady reads, just after each pass", -60*time.Second + 2500*time.Millisecond, 1500 * time.Millisecond, true, true},
+		{"no pass seen: before it", -30 * time.Second, 0, false, false},
+		{"read before may precede the pass before", -59 * time.Second, time.Second, true, false},
+		{"read before a period and more earlier", -90 * time.Second, time.Second, true, false},
+	}
+	for _, c := range cases {
+		at := func(d time.Duration) *Reading {
+			s := pass.Add(d)
+			return &Reading{Start: s, At: s.Add(5 * time.Millisecond), End: s.Add(10 * time.Millisecond)}
+		}
+		prev, r := at(c.prev), at(c.read)
+		r.Pass = c.seen
+		r.Follow(prev)
+		if got := r.After(pass, period, u); got != c.after {
+			t.Errorf("%s: After %v, want %v", c.name, got, c.after)
+		}
+	}
+}
+
 // TestPassMemory (issue 30): the phase one boot's reads pinned survives
 // serve's restart (--storage.path): a tracker that recalls it knows the
 // passes at its first read of that boot, and not of another boot.
