@@ -84,8 +84,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 // database on either side of it (check.Database.CompareSides): in is the
 // database at the read.
 func (c *checkCmd) compareSides(ctx context.Context, e *engine.Engine, cluster string, d check.Database, in *engine.Inputs, pass time.Time) (*drift.Report, error) {
-	// clear of the pass by its uncertainty and a moment
-	off := in.Phase.Uncertainty + 500*time.Millisecond
+	off := in.PassClear()
 	before, err := e.Refresh(ctx, cluster, pass.Add(-off))
 	if err != nil {
 		return nil, err

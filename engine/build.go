@@ -388,6 +388,11 @@ func (in *Inputs) PassNear(read *[2]time.Time) (pass time.Time, ok bool) {
 	return time.Unix(0, int64(p*1e9)), p >= start-w
 }
 
+// PassClear is how far from a pass PassNear gave a rebuild must be to
+// fall on one side of it: the phase's uncertainty and a moment. check
+// rebuilds either side of it, serve the side after it a read showed.
+func (in *Inputs) PassClear() time.Duration { return in.Phase.Uncertainty + 500*time.Millisecond }
+
 // passJitter is how far a pass may fall from the schedule of its
 // slurmctld's boot. _decay_thread sleeps to absolute deadlines, each one
 // PriorityCalcPeriod after the last from the thread's start

@@ -197,12 +197,12 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		return
 	}
 	read := &[2]time.Time{r.Start, r.End}
-	if p, near := in.PassNear(read); near && r.After(p, time.Duration(in.Passes.Period*float64(time.Second)), in.Phase.Uncertainty) {
+	if p, near := in.PassNear(read); near && r.After(p, l.e.conf.PriorityCalcPeriod, in.Phase.Uncertainty) {
 		// the read closed a bracket of that pass: it shows the side after
 		// it, judged against the database just after it to the phase's
 		// uncertainty, as check judges a read on the side it shows, not
 		// against the whole period either side would allow
-		if off := in.Phase.Uncertainty + 500*time.Millisecond; !in.Computed.After(p.Add(off)) {
+		if off := in.PassClear(); !in.Computed.After(p.Add(off)) {
 			if in, err = l.e.refreshAtReport(ctx, p.Add(off)); in == nil {
 				if err != nil && ctx.Err() == nil {
 					l.e.o.log.Error().Err(err).Msg("refresh from the database just after the pass the report followed")
