@@ -22,7 +22,13 @@ ready() {
 	exec 3<&-
 }
 for _ in $(seq 100); do ready 2>/dev/null && break; sleep 0.1; done
-body=$(scrape)
+# ready comes with the first refresh; the simulated slurmctld's first
+# report is compared a moment later (on a loaded host, after that scrape:
+# no drift to show, and grep's no-match ended the script under set -e)
+for _ in $(seq 100); do
+	body=$(scrape) && grep -q '^slurmdbd_fairshare_drift_max{' <<<"$body" && break
+	sleep 0.1
+done
 echo
 echo "== http://127.0.0.1:$port/metrics: $(grep -c '^slurmdbd_' <<<"$body") series from a simulated Fair Tree cluster of 400 associations"
 echo "   (jobs start and end, a decay pass every 5 simulated minutes, hourly rollups; its clock runs 10 times the wall's)"
