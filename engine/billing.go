@@ -28,12 +28,7 @@ func compareBilling(jobs []usage.Job, r usage.BillingRules, names map[uint32]str
 		if err != nil {
 			continue // the rebuild reports it
 		}
-		rec, ok := uint64(0), false
-		for _, c := range counts {
-			if c[0] == usage.TRESBilling {
-				rec, ok = c[1], true
-			}
-		}
+		rec, ok := usage.BillingOf(counts)
 		if !ok {
 			continue
 		}
@@ -43,14 +38,10 @@ func compareBilling(jobs []usage.Job, r usage.BillingRules, names map[uint32]str
 			by[j.Partition] = b
 		}
 		want := r.Billable(j.Partition, counts, names)
-		// the rules' value computed in another order may land a hair
-		// either side of an integer
-		eps := 1e-9 * math.Max(1, want)
-		exp := math.Floor(want + eps)
 		b.Jobs++
 		b.Recorded += float64(rec)
-		b.Expected += exp
-		if float64(rec) != exp && float64(rec) != math.Floor(want-eps) {
+		b.Expected += math.Floor(want + 1e-9*math.Max(1, want))
+		if !usage.Truncates(want, rec) {
 			b.Mismatched++
 			if b.Example == nil {
 				b.Example = &result.BillingExample{Job: j.ID, Recorded: float64(rec), Expected: want}

@@ -355,7 +355,8 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	}
 	ref.Passes, ref.Since, ref.Location = passes, since, time.Local
 	if local {
-		ref.Boot = e.boot
+		rules := billingRules(conf)
+		ref.Boot, ref.Billing = e.boot, &rules
 	}
 	snap, err := c.Refresh(ctx, ref, at)
 	if err != nil {

@@ -92,7 +92,7 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 	}
 	atSec := float64(at.UnixNano()) / 1e9
 	f.in = usage.Inputs{Assocs: f.tree.Assocs, Node: r.assocs.node, UsageFactor: usageFactors(f.qos), LastHourly: f.lastRan.Hourly,
-		Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES}
+		Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES, RowsByQOS: l.QOSUsage && anyFactor(f.qos)}
 	since := int64(0)
 	if !r.Since.IsZero() {
 		since = r.Since.Unix()
@@ -142,7 +142,11 @@ func (r *Refresher) readFrozen(ctx context.Context, f *refresh) error {
 				return err
 			}
 			f.frozenTo = f.watermark
-			if err := r.addTails(ctx, f, f.frozen, f.tailFrom, f.frozenTo); err != nil {
+			from := f.tailFrom
+			if r.reweighs(f) {
+				from = f.from
+			}
+			if err := r.addTails(ctx, f, f.frozen, from, f.frozenTo); err != nil {
 				return err
 			}
 		}
@@ -163,14 +167,15 @@ func (r *Refresher) readFrozen(ctx context.Context, f *refresh) error {
 	return nil
 }
 
-// addTails adds to sums the uncharged tails of the jobs that ended in
-// [from, to) (usage.Inputs.Tails), unless slurmctld charges them at the
-// end.
+// addTails adds to sums what the jobs that ended in [from, to) change of
+// the rows they made (usage.Inputs.Tails): their uncharged tails, unless
+// slurmctld charges them at the end, and what their rows do not weigh
+// (reweighs).
 func (r *Refresher) addTails(ctx context.Context, f *refresh, sums usage.Frozen, from, to int64) error {
-	if r.Passes.ChargeJobEnd || to <= from {
+	if r.Passes.ChargeJobEnd && !r.reweighs(f) || to <= from {
 		return nil
 	}
-	jobs, err := r.Cluster.Ended(ctx, from, to)
+	jobs, err := r.jobs(ctx, f, r.Cluster.Ended, from, to)
 	if err != nil {
 		return err
 	}
@@ -193,7 +198,7 @@ func (r *Refresher) readRecent(ctx context.Context, f *refresh) error {
 			return err
 		}
 	}
-	if f.in.Jobs, err = c.Jobs(ctx, max(f.lastRan.Hourly, f.from), f.end); err != nil {
+	if f.in.Jobs, err = r.jobs(ctx, f, c.Jobs, max(f.lastRan.Hourly, f.from), f.end); err != nil {
 		return err
 	}
 	if !f.lastRan.OK {
@@ -205,7 +210,7 @@ func (r *Refresher) readRecent(ctx context.Context, f *refresh) error {
 	e := &r.ended
 	if !e.ok || e.from != f.frozenTo || e.to != f.lastRan.Hourly {
 		e.ok = false
-		if e.jobs, err = c.Ended(ctx, f.frozenTo, f.lastRan.Hourly); err != nil {
+		if e.jobs, err = r.jobs(ctx, f, c.Ended, f.frozenTo, f.lastRan.Hourly); err != nil {
 			return err
 		}
 		e.from, e.to, e.ok = f.frozenTo, f.lastRan.Hourly, true
@@ -291,4 +296,45 @@ func fingerprint(l Layout, p fairshare.Passes, since time.Time, allTRES bool) ui
 	b = strconv.AppendBool(b, allTRES)
 	h.Write(b)
 	return h.Sum64()
+}
+
+// reweighs says whether jobs charge other than the rows they made count
+// them: a QOS UsageFactor the rows do not carry (before the 24.11 per-QOS
+// split), or billing weights that may give a fraction the rows truncate.
+// Then the finished jobs of the whole history are read for it, once, and
+// their difference frozen with their rows.
+func (r *Refresher) reweighs(f *refresh) bool {
+	if !f.in.RowsByQOS && anyFactor(f.qos) {
+		return true
+	}
+	if r.Billing != nil {
+		for _, w := range r.Billing.Weights {
+			if w != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// jobs reads jobs with read (Cluster.Jobs or Ended) and prices their
+// billing by Billing, reporting per partition the jobs it cannot price.
+func (r *Refresher) jobs(ctx context.Context, f *refresh, read func(context.Context, int64, int64) ([]usage.Job, error), from, to int64) ([]usage.Job, error) {
+	jobs, err := read(ctx, from, to)
+	if err != nil || r.Billing == nil {
+		return jobs, err
+	}
+	first, count := map[string]usage.Job{}, map[string]int{}
+	for _, j := range r.Billing.Price(jobs, f.names) {
+		if _, ok := first[j.Partition]; !ok {
+			first[j.Partition] = j
+		}
+		count[j.Partition]++
+	}
+	for p, j := range first {
+		f.problems = append(f.problems, &usage.Problem{Identity: "billing not priced in partition " + p, Err: fmt.Errorf(
+			"partition %q: %d jobs' recorded billing is not the truncation of what slurm.conf's TRESBillingWeights and PriorityFlags give (e.g. job %d, tres_alloc %q): billed by other weights, so charged at the recorded integer, up to one billing unit a second below what slurmctld charged",
+			p, count[p], j.ID, j.TRESAlloc)})
+	}
+	return jobs, nil
 }

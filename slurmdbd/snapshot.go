@@ -79,6 +79,10 @@ type Refresher struct {
 	// Boot is when slurmctld started (scontrol show config's BOOT_TIME),
 	// for the order it keeps associations in; zero: the database's order.
 	Boot time.Time
+	// Billing is how slurm.conf bills the cluster's jobs, to charge them
+	// the unrounded billing slurmctld charges (usage.BillingRules.Price);
+	// nil: the billing recorded, truncated.
+	Billing *usage.BillingRules
 
 	fingerprint uint64
 	// frozen is the frozen sums, with finished jobs' uncharged usage

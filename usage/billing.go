@@ -50,3 +50,49 @@ func (r BillingRules) Billable(partition string, counts [][2]uint64, names map[u
 	}
 	return node + gres + global
 }
+
+// Truncates says whether billing rec is what slurmctld records for a
+// billable of want: its truncation (job_mgr.c job_set_alloc_tres). The
+// rules' value computed in another order may land a hair either side of
+// an integer.
+func Truncates(want float64, rec uint64) bool {
+	eps := 1e-9 * math.Max(1, want)
+	return float64(rec) == math.Floor(want+eps) || float64(rec) == math.Floor(want-eps)
+}
+
+// Price sets each job's Billed to the billing slurmctld charges it, a
+// double (calc_job_billable_tres), where the rules' value truncates to the
+// billing slurmctld recorded: those are the rules it billed the job by. A
+// job whose record disagrees (weights changed since it started, a TRES
+// the exporter cannot price) keeps its record, and is returned: what
+// slurmctld charged lies within one unit above it. Jobs without a
+// recorded billing are left as they are.
+func (r BillingRules) Price(jobs []Job, names map[uint32]string) (unpriced []Job) {
+	for i := range jobs {
+		j := &jobs[i]
+		counts, err := TRESCounts(j.TRESAlloc)
+		if err != nil {
+			continue // the rebuild reports it
+		}
+		rec, ok := BillingOf(counts)
+		if !ok {
+			continue
+		}
+		if want := r.Billable(j.Partition, counts, names); Truncates(want, rec) {
+			j.Billed, j.Priced = want, true
+		} else {
+			unpriced = append(unpriced, *j)
+		}
+	}
+	return unpriced
+}
+
+// BillingOf is the billing a TRES list records.
+func BillingOf(counts [][2]uint64) (uint64, bool) {
+	for _, c := range counts {
+		if c[0] == TRESBilling {
+			return c[1], true
+		}
+	}
+	return 0, false
+}

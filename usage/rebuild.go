@@ -47,6 +47,10 @@ type Inputs struct {
 	// AllTRES keeps every TRES's usage (slurmdbd's Cluster.AllTRES);
 	// otherwise billing alone.
 	AllTRES bool
+	// RowsByQOS: the rows carry QOS UsageFactor (WeighByQOS, from the
+	// 24.11+ per-QOS split). Otherwise they count every QOS alike, and
+	// the jobs that make them give each its factor (rowExcess).
+	RowsByQOS bool
 	// Charged, when set, stands for Base charged to the tree (Charge) as
 	// of an earlier moment, and BaseScale is the decay since: a Refresher
 	// charges its 100k frozen sums once when they change, not at every
@@ -271,6 +275,9 @@ func (b *rebuild) jobs() {
 		for _, c := range per {
 			b.add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
+		for _, c := range in.rowExcess(j, per) {
+			b.add(Key{j.Assoc, c.id}, c.per, "")
+		}
 		b.u.Uncharged[i] += in.tail(j, jobsFrom) * billing
 		rate, most, lost := in.tailRisk(j, jobsFrom)
 		b.add(Key{j.Assoc, tresTailRate}, rate*billing, "")
@@ -378,8 +385,9 @@ type tresCharge struct {
 }
 
 // jobTRES is what a job charges per second: each TRES count but energy
-// times its QOS UsageFactor, and billing alone (the CPUs when the job
-// recorded no billing, as slurmctld bills them).
+// times its QOS UsageFactor, its billing the one slurmctld charges (Billed
+// where priced), and billing alone (the CPUs when the job recorded no
+// billing, as slurmctld bills them).
 func jobTRES(j Job, factors map[uint32]float64) (per []tresCharge, billing float64, err error) {
 	counts, err := TRESCounts(j.TRESAlloc)
 	if err != nil {
@@ -391,10 +399,14 @@ func jobTRES(j Job, factors map[uint32]float64) (per []tresCharge, billing float
 		if c[0] == TRESEnergy || c[1] == 0 {
 			continue
 		}
+		n := float64(c[1])
 		if c[0] == TRESBilling {
-			billing = float64(c[1]) * uf
+			if j.Priced {
+				n = j.Billed
+			}
+			billing = n * uf
 		}
-		per = append(per, tresCharge{uint32(c[0]), float64(c[1]) * uf})
+		per = append(per, tresCharge{uint32(c[0]), n * uf})
 	}
 	if billing < 0 {
 		cpus, _, _ := TRESCount(j.TRESAlloc, TRESCPU)
@@ -432,12 +444,15 @@ func (in *Inputs) Tails(jobs []Job, retimed bool) (Frozen, []error) {
 			}
 		}
 		rate, most, lost := in.tailRisk(j, in.Since)
-		if t == 0 && r == 0 && rate == 0 {
-			continue
-		}
 		per, billing, err := jobTRES(j, in.UsageFactor)
 		if err != nil {
 			problems = append(problems, err)
+			continue
+		}
+		for _, c := range in.rowExcess(j, per) {
+			f.Usage[Key{j.Assoc, c.id}] += c.per
+		}
+		if t == 0 && r == 0 && rate == 0 {
 			continue
 		}
 		for _, c := range per {
@@ -606,4 +621,66 @@ func scaled(s []float64, k float64) []float64 {
 		out[i] = v * k
 	}
 	return out
+}
+
+// rowExcess is, per TRES, the usage j's seconds in the rolled-up hours
+// add beyond what the rows count of them: the rows count each second at
+// the TRES counts tres_alloc records, the billing truncated to an integer
+// and, unless RowsByQOS, without UsageFactor, where slurmctld charged per
+// (jobTRES). The excess is weighed as the rows' seconds are (rowWeight).
+func (in *Inputs) rowExcess(j Job, per []tresCharge) []tresCharge {
+	if j.Start >= in.LastHourly || j.End != 0 && j.End <= j.Start {
+		return nil
+	}
+	counts, err := TRESCounts(j.TRESAlloc)
+	if err != nil {
+		return nil // jobTRES reported it
+	}
+	rowFactor := 1.0
+	if in.RowsByQOS {
+		rowFactor = factor(in.UsageFactor, j.QOS)
+	}
+	var out []tresCharge
+	var w float64
+	for _, c := range per {
+		n, ok := countOf(counts, c.id)
+		if !ok {
+			continue // billing charged as the CPUs: the rows have none
+		}
+		if d := c.per - float64(n)*rowFactor; d != 0 {
+			if w == 0 {
+				w = in.rowWeight(j)
+			}
+			out = append(out, tresCharge{c.id, d * w})
+		}
+	}
+	return out
+}
+
+// countOf is the count of TRES id in counts.
+func countOf(counts [][2]uint64, id uint32) (uint64, bool) {
+	for _, c := range counts {
+		if c[0] == uint64(id) {
+			return c[1], true
+		}
+	}
+	return 0, false
+}
+
+// rowWeight is what j's seconds in the rolled-up hours weigh at At per
+// unit of count as the rows count them: each hour's row spread evenly
+// over it (Bucket). The retimed partial hours weigh at their own time
+// (retime), but retime charges that difference at jobTRES's rate already.
+func (in *Inputs) rowWeight(j Job) float64 {
+	hi := float64(in.LastHourly)
+	if j.End != 0 {
+		hi = min(hi, float64(j.End))
+	}
+	from, _ := Horizon(in.Passes, int64(in.At), int64(in.Since))
+	lo := max(float64(j.Start), float64(from))
+	w := 0.0
+	for h := Hour.Start(int64(lo), in.location()); float64(h) < hi; h += 3600 {
+		w += (min(hi, float64(h+3600)) - max(lo, float64(h))) * in.cachedWeight(h, Hour)
+	}
+	return w
 }

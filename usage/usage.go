@@ -110,6 +110,12 @@ type Job struct {
 	Start     int64
 	End       int64 // 0: running
 	TRESAlloc string
+	// Billed, where Priced, is the billing slurmctld charges the job per
+	// second before QOS UsageFactor (BillingRules.Price): a double, where
+	// TRESAlloc holds it truncated. Otherwise the rebuild charges the
+	// recorded integer.
+	Billed float64
+	Priced bool
 }
 
 // Problem is a data problem whose message carries a value that moves from
