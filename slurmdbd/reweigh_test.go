@@ -1,0 +1,112 @@
+package slurmdbd
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
+)
+
+// reweighJob is a job of TestRefresherReweighs: its job_table row and what
+// slurmctld charges it per second (unrounded billing × UsageFactor).
+type reweighJob struct {
+	inx, assoc, qos int
+	start, end      int64 // end 0: running
+	tres            string
+	charged         float64
+}
+
+// TestRefresherReweighs: on the 23.11 layout (no per-QOS rollups), jobs
+// with fractional billing and QOS UsageFactors 0 and 2 roll up hour by
+// hour as slurmdbd rolls them (the billing truncated, no factor). Every
+// incremental refresh, as the hours pass the re-read window and freeze,
+// equals a full load; and each user's RawUsage is what slurmctld charged
+// its jobs pass by pass (fairshare.Passes.JobUsage at the charged rate),
+// to within the rows' spread over their hour, the scavenger's nothing.
+func TestRefresherReweighs(t *testing.T) {
+	srv := mariadbtest.Start(t, "")
+	_, c, db := openRelease(t, srv, releases[1])
+	rules := &usage.BillingRules{Weights: map[string]map[string]float64{"cpu": {"cpu": 1, "mem": 0.25 / 1024}}}
+	jobs := []reweighJob{
+		{1, 10, 1, base + 600, base + 5*3600 + 100, "1=6,2=6144,4=1,5=7", 7.5},
+		{2, 11, 2, base + 1000, 0, "1=4,2=4096,4=1,5=5", 0},
+		{3, 10, 3, base + 2000, base + 2*3600 + 10, "1=12,2=6144,4=1,5=13", 27},
+	}
+	var vals []string
+	for _, j := range jobs {
+		vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,'%s',0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.end, j.tres))
+	}
+	srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table; DELETE FROM v2411_job_table;"+
+		" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0), (3, 'high', 2);"+
+		" INSERT INTO v2411_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_start, time_end, tres_alloc, deleted) VALUES %s",
+		db, strings.Join(vals, ",")))
+	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
+	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: rules}
+	for h := 1; h <= 12; h++ {
+		srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs(jobs, h)))
+		at := time.Unix(int64(base+h*3600+900), 0)
+		got, err := r.Refresh(context.Background(), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, err := (&Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: rules}).Refresh(context.Background(), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Problems) != 0 {
+			t.Errorf("hour %d: problems %v", h, got.Problems)
+		}
+		usage := map[uint32]float64{}
+		for i, row := range got.Tree.Row {
+			usage[got.Rows[row].ID] = got.Tree.Assocs[i].RawUsage
+			// a cold load sums the hours on the server: the scavenger's
+			// nothing is a difference of rounding there
+			if g, w := got.Tree.Assocs[i].RawUsage, full.Tree.Assocs[i].RawUsage; math.Abs(g-w) > 1e-9*math.Max(1, full.Tree.Assocs[0].RawUsage) {
+				t.Errorf("hour %d, %s/%s: incremental %v, full %v", h, got.Tree.Assocs[i].Account, got.Tree.Assocs[i].User, g, w)
+			}
+		}
+		want := map[uint32]float64{}
+		for _, j := range jobs {
+			want[uint32(j.assoc)] += passes.JobUsage(float64(j.start), float64(j.end), float64(at.Unix()), j.charged)
+		}
+		if math.Abs(usage[10]-want[10]) > 0.005*want[10] || math.Abs(usage[11]) > 1e-6*want[10] {
+			t.Errorf("hour %d: RawUsage of id_assoc 10 %.1f, 11 %.3g; slurmctld charged %.1f and 0", h, usage[10], usage[11], want[10])
+		}
+	}
+	if r.FullLoads != 1 || r.Freezes < 6 {
+		t.Errorf("%d full loads and %d freezes: want 1, and the hours frozen as they leave the re-read window", r.FullLoads, r.Freezes)
+	}
+}
+
+// rollJobs is what slurmdbd's hourly rollup writes for jobs up to hour h
+// after base: each hour's billing row holds the recorded (truncated)
+// billing times the jobs' seconds in it, no UsageFactor, stamped a minute
+// after the hour; last_ran moves to the hour's end.
+func rollJobs(jobs []reweighJob, hours int) string {
+	sums := map[[2]int64]float64{}
+	for _, j := range jobs {
+		rec, _, _ := usage.TRESCount(j.tres, usage.TRESBilling)
+		for k := int64(0); k < int64(hours); k++ {
+			h := base + k*3600
+			end := h + 3600
+			if j.end != 0 {
+				end = min(end, j.end)
+			}
+			if secs := end - max(h, j.start); secs > 0 {
+				sums[[2]int64{int64(j.assoc), h}] += float64(rec) * float64(secs)
+			}
+		}
+	}
+	var vals []string
+	for k, v := range sums {
+		vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,5,%d,%.0f)", k[1]+3660, k[1]+3660, k[0], k[1], v))
+	}
+	return fmt.Sprintf("REPLACE INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs) VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
+		strings.Join(vals, ","), base+hours*3600)
+}
