@@ -120,6 +120,10 @@ type PassError struct {
 	// be); Period is PriorityCalcPeriod in seconds (0: not considered).
 	Period    float64
 	BootUsage []float64
+	// Unpriced is, per association of DB, what slurmctld may have charged
+	// beyond the recorded billing of the jobs whose billing slurm.conf's
+	// weights do not give (nil: none).
+	Unpriced []float64
 }
 
 // Tails are finished jobs' uncharged tails cut at passes whose moment is
@@ -177,7 +181,7 @@ func factorBounds(t *fairshare.Tree, parts []result.UsageBound, alg fairshare.Al
 func charge(parts []result.UsageBound) []float64 {
 	c := make([]float64, len(parts))
 	for i, p := range parts {
-		c[i] = p.Running + p.Unrecorded + p.Tails + p.EarlierBoots
+		c[i] = p.Running + p.Unrecorded + p.Tails + p.EarlierBoots + p.Unpriced
 	}
 	return c
 }
@@ -186,7 +190,7 @@ func charge(parts []result.UsageBound) []float64 {
 // leaves it unknown (without sshare's truncation, the reported side's).
 func (e PassError) Parts(t *fairshare.Tree) []result.UsageBound {
 	parts := make([]result.UsageBound, t.Len())
-	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil && e.Tails == nil && e.Period <= 0 {
+	if e.Window <= 0 && e.Unrecorded <= 0 && e.TailLost == nil && e.Tails == nil && e.Period <= 0 && e.Unpriced == nil {
 		return parts
 	}
 	scale, boots := 1.0, 0.0
@@ -204,6 +208,9 @@ func (e PassError) Parts(t *fairshare.Tree) []result.UsageBound {
 		}
 		if e.TailLost != nil {
 			p.Tails += e.TailLost[i]
+		}
+		if e.Unpriced != nil {
+			p.Unpriced = e.Unpriced[i]
 		}
 		u := t.Association(i).RawUsage
 		p.Decay = u * (scale - 1)

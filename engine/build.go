@@ -93,6 +93,9 @@ type Inputs struct {
 	Phase    result.Phase
 	Running  []float64
 	TailRisk usage.TailRisk
+	// Unpriced is what slurmctld may have charged beyond the recorded
+	// billing of jobs billed by other weights (usage.Usage.Unpriced).
+	Unpriced []float64
 	// BootTails is the part of TailRisk (Rate and Most) of the jobs that
 	// ended before slurmctld's boot, whose tails were cut at another
 	// phase (nil: the boot or the phase unknown, every tail is).
@@ -365,7 +368,7 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 		w = in.Passes.Period
 	}
 	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
-		Period: in.Passes.Period, BootUsage: in.BootUsage}
+		Period: in.Passes.Period, BootUsage: in.BootUsage, Unpriced: in.Unpriced}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
 		at := float64(in.Computed.UnixNano()) / 1e9
 		if read != nil {

@@ -399,7 +399,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		}
 	}
 	e.warnChanged(name, problems)
-	in.Uncharged, in.Running, in.TailRisk = snap.Uncharged, snap.Running, snap.TailRisk
+	in.Uncharged, in.Running, in.TailRisk, in.Unpriced = snap.Uncharged, snap.Running, snap.TailRisk, snap.Unpriced
 	if snap.LastRan.OK {
 		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
 	}

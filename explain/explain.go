@@ -276,8 +276,8 @@ func (x Explanation) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "\n%s: classic %s, fair_tree %s", x.Phase.Describe(), numRange(c), numRange(f))
 	}
 	if b := x.UsageBound; b != nil {
-		fmt.Fprintf(w, "\nraw usage may be %.0f from slurmctld's without a fault: decay %.0f, running jobs %.0f, unrecorded job ends %.0f, finished jobs' tails %.0f, passes of earlier boots %.0f, sshare's truncation %.0f",
-			b.Total(), b.Decay, b.Running, b.Unrecorded, b.Tails, b.EarlierBoots, b.Truncation)
+		fmt.Fprintf(w, "\nraw usage may be %.0f from slurmctld's without a fault: decay %.0f, running jobs %.0f, unrecorded job ends %.0f, finished jobs' tails %.0f, passes of earlier boots %.0f, jobs billed by other weights %.0f, sshare's truncation %.0f",
+			b.Total(), b.Decay, b.Running, b.Unrecorded, b.Tails, b.EarlierBoots, b.Unpriced, b.Truncation)
 	}
 	fmt.Fprintf(w, "\n%s\n\n", term(x.Reason))
 	if x.Forecast != nil {

@@ -160,13 +160,17 @@ type UsageBound struct {
 	// last start leave unknown of the usage they charged, whose phase is
 	// not kept.
 	EarlierBoots float64 `json:"earlier_boots"`
+	// Unpriced is what slurmctld may have charged beyond the billing it
+	// recorded, truncated, of jobs billed by other weights than
+	// slurm.conf's (weights changed since they started).
+	Unpriced float64 `json:"unpriced_billing"`
 	// Truncation is sshare's integer RawUsage.
 	Truncation float64 `json:"truncation"`
 }
 
 // Total is the bound.
 func (b UsageBound) Total() float64 {
-	return b.Decay + b.Running + b.Unrecorded + b.Tails + b.EarlierBoots + b.Truncation
+	return b.Decay + b.Running + b.Unrecorded + b.Tails + b.EarlierBoots + b.Unpriced + b.Truncation
 }
 
 // Kinds of usage loss (Losses).

@@ -252,7 +252,7 @@ func (r *Refresher) rebuild(f *refresh) *Snapshot {
 	for i := range tree.Assocs {
 		tree.Assocs[i].RawUsage = u.Raw[i]
 	}
-	return &Snapshot{Cluster: r.Cluster.Name, Layout: f.layout, Rows: f.rows, Tree: tree, TRES: u.TRES, Uncharged: u.Uncharged, Running: u.Running, TailRisk: u.TailRisk, Jobs: in.Jobs,
+	return &Snapshot{Cluster: r.Cluster.Name, Layout: f.layout, Rows: f.rows, Tree: tree, TRES: u.TRES, Uncharged: u.Uncharged, Running: u.Running, TailRisk: u.TailRisk, Unpriced: u.Unpriced, Jobs: in.Jobs,
 		TRESNames: f.names, QOS: f.qos, LastRan: f.lastRan, At: f.at, Full: f.full, Problems: append(tree.Problems, f.problems...)}
 }
 

@@ -81,6 +81,7 @@ func (r BillingRules) Price(jobs []Job, names map[uint32]string) (unpriced []Job
 		if want := r.Billable(j.Partition, counts, names); Truncates(want, rec) {
 			j.Billed, j.Priced = want, true
 		} else {
+			j.Unpriced = true
 			unpriced = append(unpriced, *j)
 		}
 	}

@@ -166,3 +166,30 @@ func TestReweighedFrozen(t *testing.T) {
 		}
 	}
 }
+
+// TestUnpricedBound: a job billed by weights slurm.conf no longer holds
+// (7.5 under the old, 9.5 under today's, recorded 7) is charged at its
+// record, and Unpriced bounds the rest: slurmctld's charge lies between
+// Raw and Raw+Unpriced, for its seconds before the rollup and after.
+func TestUnpricedBound(t *testing.T) {
+	rules := BillingRules{Weights: map[string]map[string]float64{"cpu": {"cpu": 1, "mem": 0.5 / 1024}}} // 6 + 3 = 9
+	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 17, ChargeJobEnd: true}
+	const lastHourly = 3 * 3600
+	j := siteJob{Job{Inx: 1, ID: 1, Partition: "cpu", Assoc: 3, QOS: 3, Start: 1000, TRESAlloc: "1=6,2=6144,4=1,5=7"}, 7.5 * 2}
+	assocs := []fairshare.Association{{Account: "root", Parent: -1}, {Account: "a", Parent: 0, Shares: 1}, {Account: "a", User: "u1", Parent: 1, Shares: 1}}
+	factors := map[uint32]float64{3: 2}
+	in := Inputs{Assocs: assocs, Node: map[uint32]int{1: 0, 2: 1, 3: 2}, Passes: p, At: 12630, LastHourly: lastHourly, UsageFactor: factors,
+		Hours: siteRows([]siteJob{j}, lastHourly, factors, false), Jobs: []Job{j.Job}}
+	if unpriced := rules.Price(in.Jobs, billingNames); len(unpriced) != 1 || unpriced[0].ID != 1 {
+		t.Fatalf("unpriced %v, want job 1", unpriced)
+	}
+	u, _ := Rebuild(in)
+	ctld := p.JobUsage(float64(j.Start), 0, in.At, j.charged)
+	raw, bound := u.Raw[2], u.Unpriced[2]
+	if rec := p.JobUsage(float64(j.Start), 0, in.At, 7*2); math.Abs(raw-rec) > 1e-9*rec {
+		t.Errorf("RawUsage %.3f, want the record's charge %.3f", raw, rec)
+	}
+	if ctld < raw || ctld > raw+bound || bound > 1.01*ctld/7.5 || u.Unpriced[0] != bound {
+		t.Errorf("slurmctld's %.3f outside [%.3f, %.3f + %.3f], or the bound not one unit a second, or not summed up to root (%v)", ctld, raw, raw, bound, u.Unpriced)
+	}
+}

@@ -188,6 +188,10 @@ type Usage struct {
 	// when the moment of slurmctld's passes is known only to within w
 	// seconds: min(w·Rate, Most) per tree association (subtree sums).
 	TailRisk TailRisk
+	// Unpriced is how much more than Raw slurmctld may have charged the
+	// jobs charged at their recorded, truncated billing (Job.Unpriced)
+	// (subtree sums).
+	Unpriced []float64
 }
 
 // TailRisk: see Usage.TailRisk and tresTailRate.
@@ -278,6 +282,9 @@ func (b *rebuild) jobs() {
 		for _, c := range in.rowExcess(j, per) {
 			b.add(Key{j.Assoc, c.id}, c.per, "")
 		}
+		if j.Unpriced {
+			b.add(Key{j.Assoc, tresUnpriced}, factor(in.UsageFactor, j.QOS)*(in.Passes.JobUsageIn(float64(j.Start), float64(j.End), jobsFrom, math.Inf(1), in.At, 1)+in.rowWeight(j)), "")
+		}
 		b.u.Uncharged[i] += in.tail(j, jobsFrom) * billing
 		rate, most, lost := in.tailRisk(j, jobsFrom)
 		b.add(Key{j.Assoc, tresTailRate}, rate*billing, "")
@@ -339,9 +346,13 @@ func (b *rebuild) sum() {
 	}
 	u.Raw = u.TRES[TRESBilling]
 	u.TailRisk = TailRisk{Rate: u.TRES[tresTailRate], Most: u.TRES[tresTailMost], Lost: u.TRES[tresTailLost]}
-	delete(u.TRES, tresTailRate)
-	delete(u.TRES, tresTailMost)
-	delete(u.TRES, tresTailLost)
+	u.Unpriced = u.TRES[tresUnpriced]
+	for _, id := range []uint32{tresTailRate, tresTailMost, tresTailLost, tresUnpriced} {
+		delete(u.TRES, id)
+	}
+	if u.Unpriced == nil {
+		u.Unpriced = make([]float64, n)
+	}
 	if u.TailRisk.Rate == nil {
 		u.TailRisk.Rate, u.TailRisk.Most = make([]float64, n), make([]float64, n)
 	}
@@ -451,6 +462,9 @@ func (in *Inputs) Tails(jobs []Job, retimed bool) (Frozen, []error) {
 		}
 		for _, c := range in.rowExcess(j, per) {
 			f.Usage[Key{j.Assoc, c.id}] += c.per
+		}
+		if j.Unpriced {
+			f.Usage[Key{j.Assoc, tresUnpriced}] += factor(in.UsageFactor, j.QOS) * in.rowWeight(j)
 		}
 		if t == 0 && r == 0 && rate == 0 {
 			continue

@@ -116,6 +116,10 @@ type Job struct {
 	// recorded integer.
 	Billed float64
 	Priced bool
+	// Unpriced: the rules' billing does not truncate to the one recorded
+	// (BillingRules.Price), so slurmctld charged up to one unit a second
+	// more than the record: Usage.Unpriced bounds it.
+	Unpriced bool
 }
 
 // Problem is a data problem whose message carries a value that moves from
@@ -142,17 +146,22 @@ func (p *Problem) Unwrap() error { return p.Err }
 //   - tresTailLost: Σ billing·(its last interval)·d^(At−end) over the jobs
 //     that ended within Passes.LockWait after a pass, which that pass may
 //     have found ended and not charged (fairshare.Passes.LockWait).
+//
+// tresUnpriced sums, the same way, uf·(the job's weight) over the jobs
+// charged at their recorded billing whose true one the rules do not give
+// (Job.Unpriced): slurmctld charged up to that much more (Usage.Unpriced).
 const (
 	tresTailRate = math.MaxUint32 - iota
 	tresTailMost
 	tresTailLost
+	tresUnpriced
 )
 
 // KeepsTRES says whether usage of a TRES is kept: billing, or with all
 // every TRES but energy (slurmdbd's Cluster.tresCond says the same to the
 // server).
 func KeepsTRES(id uint32, all bool) bool {
-	return id != TRESEnergy && (all || id == TRESBilling || id == tresTailRate || id == tresTailMost || id == tresTailLost)
+	return id != TRESEnergy && (all || id == TRESBilling || id >= tresUnpriced)
 }
 
 // TRESCounts parses a TRES string ("1=4,2=16000,5=4") into id and count
