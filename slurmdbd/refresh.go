@@ -142,11 +142,7 @@ func (r *Refresher) readFrozen(ctx context.Context, f *refresh) error {
 				return err
 			}
 			f.frozenTo = f.watermark
-			from := f.tailFrom
-			if r.reweighs(f) {
-				from = f.from
-			}
-			if err := r.addTails(ctx, f, f.frozen, from, f.frozenTo); err != nil {
+			if err := r.addTails(ctx, f, f.frozen, f.tailFrom, f.frozenTo); err != nil {
 				return err
 			}
 		}
@@ -301,8 +297,11 @@ func fingerprint(l Layout, p fairshare.Passes, since time.Time, allTRES bool) ui
 // reweighs says whether jobs charge other than the rows they made count
 // them: a QOS UsageFactor the rows do not carry (before the 24.11 per-QOS
 // split), or billing weights that may give a fraction the rows truncate.
-// Then the finished jobs of the whole history are read for it, once, and
-// their difference frozen with their rows.
+// Then the finished jobs are read for it, once, and their difference
+// frozen with their rows; as for tails, from the jobs that ended 10
+// half-lives back (usage.Horizon), older ones' weighing below 2^-10 of
+// their usage: a year of a site's jobs at a 7-day half-life would be
+// four times as many to read for a thousandth.
 func (r *Refresher) reweighs(f *refresh) bool {
 	if !f.in.RowsByQOS && anyFactor(f.qos) {
 		return true
