@@ -91,7 +91,7 @@ bench:
 	$(GO) test -run '^$$' -bench Recovery -benchtime 2x ./engine
 	$(MAKE) bench-scale
 
-## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS)
+## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS; SCALE_SITE=1: jobs with memory billed by a fractional weight and QOS UsageFactors 2 and 0)
 bench-scale:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m ./e2e

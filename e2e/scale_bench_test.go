@@ -32,8 +32,10 @@ func scaleEnv(name string, def int) int {
 // sshare on a real slurmctld 22.05 loaded with the same tree (make
 // bench-scale; docs/performance.md): the generated tree
 // (SCALE_ASSOCIATIONS, default 11,112; SCALE_MONTHS of rollups, default
-// 12; SCALE_TRES=all rolls up cpu, node and billing, not billing alone) is written into the harness's database and slurmctld restarted on
-// it, then:
+// 12; SCALE_TRES=all rolls up cpu, node and billing, not billing alone;
+// SCALE_SITE=1 shapes the jobs as a site's, memory billed by a fractional
+// weight and QOS UsageFactors 2 and 0: gen.Config.Site) is written into
+// the harness's database and slurmctld restarted on it, then:
 //
 //	(a) sshare -a -l -P, five runs
 //	(b) the exporter's cold start: process start to the first scrape
@@ -47,9 +49,13 @@ func scaleEnv(name string, def int) int {
 func BenchmarkScale(b *testing.B) {
 	n := scaleEnv("SCALE_ASSOCIATIONS", 11112)
 	months := scaleEnv("SCALE_MONTHS", 12)
-	allTRES := os.Getenv("SCALE_TRES") == "all"
+	allTRES, site := os.Getenv("SCALE_TRES") == "all", os.Getenv("SCALE_SITE") == "1"
 	const depth, seed = 6, 1
-	c := slurmharness.Start(b, slurmharness.Config{HalfLife: "7-00:00:00"})
+	cfg := slurmharness.Config{HalfLife: "7-00:00:00"}
+	if site {
+		cfg.Partitions = []string{gen.SitePartition + " TRESBillingWeights=" + gen.SiteWeights, "p2"}
+	}
+	c := slurmharness.Start(b, cfg)
 	ctx := context.Background()
 	root, err := sql.Open("mysql", c.DB.DSN("root", "", "slurm_acct_db"))
 	if err != nil {
@@ -62,7 +68,7 @@ func BenchmarkScale(b *testing.B) {
 	end := time.Now().Truncate(time.Hour)
 	c.StopDaemon("slurmctld")
 	t0 := time.Now()
-	st, err := gen.Fill(ctx, root, gen.Config{Cluster: c.Name, Associations: n, Depth: depth, Months: months, End: end, Seed: seed, JobsPerHour: 100, AllTRES: allTRES})
+	st, err := gen.Fill(ctx, root, gen.Config{Cluster: c.Name, Associations: n, Depth: depth, Months: months, End: end, Seed: seed, JobsPerHour: 100, AllTRES: allTRES, Site: site})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -43,18 +43,37 @@ type Config struct {
 	// slurmdbd does for jobs that allocate them (the jobs' tres_alloc);
 	// otherwise billing alone, which is all fairshare reads.
 	AllTRES bool
+	// Site shapes the jobs as a production site's (SiteWeights): each
+	// allocates memory, runs in partition SitePartition billing
+	// SiteWeights (a fraction, which tres_alloc and the rollups truncate),
+	// and one in ten runs under QOS high (UsageFactor 2), one in ten
+	// under scavenger (UsageFactor 0), which Fill adds to qos_table.
+	Site bool
 }
 
-// allTRES are the TRES every job allocates (newJob), in tres_alloc's and
-// the rollups' primary key order: cpu, node, billing.
-var allTRES = [3]int{1, 4, 5}
+// SitePartition and SiteWeights are the partition of Config.Site's jobs
+// and its TRESBillingWeights: a job of c CPUs and 1500·c MB bills
+// c·(1 + 1500·0.25/1024).
+const (
+	SitePartition = "p1"
+	SiteWeights   = "CPU=1.0,Mem=0.25G"
+	siteMemPerCPU = 1500
+)
+
+// allTRES are the TRES jobs allocate (newJob; memory only Site's), in
+// tres_alloc's and the rollups' primary key order: cpu, mem, node,
+// billing.
+var allTRES = [4]int{1, 2, 4, 5}
 
 // tres are the indexes in allTRES of the TRES the rollups hold.
 func (c Config) tres() []int {
-	if c.AllTRES {
-		return []int{0, 1, 2}
+	switch {
+	case c.AllTRES && c.Site:
+		return []int{0, 1, 2, 3}
+	case c.AllTRES:
+		return []int{0, 2, 3}
 	}
-	return []int{2}
+	return []int{3}
 }
 
 // job ran over [start, end) (end 0: still running) allocating alloc of
@@ -62,12 +81,37 @@ func (c Config) tres() []int {
 type job struct {
 	start, end int64
 	alloc      [len(allTRES)]int64
+	qos        int
+	partition  string
 }
 
-// newJob allocates cpus CPUs on one node, billed by CPU.
+// newJob allocates cpus CPUs on one node, billed by CPU, under QOS
+// normal.
 func newJob(start, end int64, cpus int) job {
-	return job{start, end, [len(allTRES)]int64{int64(cpus), 1, int64(cpus)}}
+	return job{start: start, end: end, alloc: [len(allTRES)]int64{int64(cpus), 0, 1, int64(cpus)}, qos: 1}
 }
+
+// site makes j a Site job: memory, the partition's billing truncated as
+// slurmctld records it, and a QOS drawn from x in [0, 1).
+func (j job) site(x float64) job {
+	cpus := j.alloc[0]
+	j.alloc[1] = cpus * siteMemPerCPU
+	j.alloc[3] = int64(float64(cpus) * (1 + siteMemPerCPU*0.25/1024))
+	j.partition = SitePartition
+	switch {
+	case x < 0.1:
+		j.qos = siteHigh
+	case x < 0.2:
+		j.qos = siteScavenger
+	}
+	return j
+}
+
+// The QOS Site adds to qos_table, by id.
+const (
+	siteHigh      = 2
+	siteScavenger = 3
+)
 
 // hourUse is an hour's seconds of allTRES.
 type hourUse struct {
@@ -159,6 +203,13 @@ func Fill(ctx context.Context, db *sql.DB, c Config) (Stats, error) {
 	}
 	if err := c.writeAssociations(ctx, db, tree); err != nil {
 		return st, err
+	}
+	if c.Site {
+		if _, err := db.ExecContext(ctx, "INSERT INTO qos_table (creation_time, mod_time, deleted, id, name, description, usage_factor) VALUES"+
+			" (0, 0, 0, ?, 'high', 'UsageFactor 2', 2), (0, 0, 0, ?, 'scavenger', 'UsageFactor 0', 0)"+
+			" ON DUPLICATE KEY UPDATE usage_factor = VALUES(usage_factor)", siteHigh, siteScavenger); err != nil {
+			return st, fmt.Errorf("adding the site's QOS: %w", err)
+		}
 	}
 	st.Associations = tree.Len()
 	err := c.writeJobs(ctx, db, tree, &st)
@@ -355,6 +406,9 @@ func (g *jobGen) user(ctx context.Context, db *sql.DB, k, id int) error {
 			continue
 		}
 		j := newJob(t, min(stop, t+1+int64(r.ExpFloat64()*g.jobSecs)), 1+r.IntN(64))
+		if g.c.Site {
+			j = j.site(r.Float64())
+		}
 		g.active = charge(g.active, j, now)
 		g.jobID++
 		if err := g.jobs.add(ctx, db, jobRow(g.jobID, id, j)...); err != nil {
@@ -366,6 +420,9 @@ func (g *jobGen) user(ctx context.Context, db *sql.DB, k, id int) error {
 	// that half hour
 	if k%50 == 0 {
 		j := newJob(now-1800, 0, 1+r.IntN(64))
+		if g.c.Site {
+			j = j.site(r.Float64())
+		}
 		g.active = charge(g.active, j, now)
 		g.running = append(g.running, assocJob{id, j})
 	}
@@ -467,13 +524,15 @@ const jobColumns = "job_db_inx,id_assoc,id_job,id_qos,time_submit,time_start,tim
 func jobRow(id, assoc int, j job) []any {
 	var tres []string
 	for i, a := range j.alloc {
-		tres = append(tres, fmt.Sprintf("%d=%d", allTRES[i], a))
+		if a != 0 {
+			tres = append(tres, fmt.Sprintf("%d=%d", allTRES[i], a))
+		}
 	}
 	state := 3
 	if j.end == 0 {
 		state = 1
 	}
-	return []any{id, assoc, id, 1, j.start, j.start, j.end, strings.Join(tres, ","), "", 0, int(j.alloc[0]), "gen", 0, 0, 0, 0, 0, 0, 0, int(j.alloc[1]), "", 0, state}
+	return []any{id, assoc, id, j.qos, j.start, j.start, j.end, strings.Join(tres, ","), "", 0, int(j.alloc[0]), "gen", 0, 0, 0, 0, 0, 0, 0, int(j.alloc[2]), j.partition, 0, state}
 }
 
 func boolInt(b bool) int {

@@ -28,8 +28,9 @@ func TestRollupsAreTheJobs(t *testing.T) {
 	for i, c := range []gen.Config{
 		{Associations: 300, Depth: 4, Months: 2, Seed: 7, JobsPerHour: 20, AllTRES: true},
 		{Associations: 200, Depth: 3, Months: 1, Seed: 8, JobsPerHour: 60},
+		{Associations: 200, Depth: 3, Months: 1, Seed: 9, JobsPerHour: 40, AllTRES: true, Site: true},
 	} {
-		t.Run(fmt.Sprintf("AllTRES=%v", c.AllTRES), func(t *testing.T) {
+		t.Run(fmt.Sprintf("AllTRES=%v,Site=%v", c.AllTRES, c.Site), func(t *testing.T) {
 			db := fmt.Sprintf("gen%d", i)
 			srv.Load(db, "../../testdata/slurm-22.05/slurm_acct_db.sql.gz")
 			root, err := sql.Open("mysql", srv.DSN("root", "", db))
@@ -57,6 +58,9 @@ func rollupsAreTheJobs(t *testing.T, db *sql.DB, c gen.Config) {
 	rolled := map[int]bool{5: true} // billing
 	if c.AllTRES {
 		rolled[1], rolled[4] = true, true // cpu, node
+	}
+	if c.AllTRES && c.Site {
+		rolled[2] = true // mem
 	}
 	tbl := func(s string) string { return "`" + c.Cluster + "_" + s + "`" }
 	query := func(q string, scan func(*sql.Rows) error) {
