@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/alecthomas/kong"
+	"github.com/prometheus/common/version"
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
@@ -19,9 +20,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/configfile"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
 
 type logFlags struct {
 	Level  string `name:"level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
@@ -122,8 +120,13 @@ func newLogger(f logFlags, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
+// versionString is --version's one line. The version is
+// prometheus/common/version's Version, which the Makefile sets with
+// -ldflags "-X github.com/prometheus/common/version.Version=..." beside
+// Revision and Branch, so that --version and slurmdbd_exporter_build_info
+// read the same variables.
 func versionString() string {
-	v := version
+	v := version.Version
 	if v == "" {
 		v = "devel"
 		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
