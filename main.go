@@ -104,6 +104,9 @@ func parse(p *kong.Kong, args []string) (ctx *kong.Context, code int, done bool)
 	if err != nil {
 		fmt.Fprintf(p.Stderr, "slurmdbd_exporter: %v\n", err)
 		fmt.Fprintln(p.Stderr, "Run 'slurmdbd_exporter --help' for usage.")
+		if checkJSON(err) {
+			writeFailure(p.Stdout, err)
+		}
 		return nil, exitError, true
 	}
 	return ctx, 0, false
