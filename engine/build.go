@@ -110,6 +110,9 @@ type Inputs struct {
 	Maui      fairshare.MauiConfig
 	// LastRollup is zero before the first hourly rollup.
 	LastRollup, Computed time.Time
+	// Schema is the database schema the tables were read by (nil: not a
+	// database).
+	Schema *result.Schema
 	// Report is nil when no report is fresh.
 	Report    *Report
 	Tolerance drift.Tolerance
@@ -146,7 +149,8 @@ type Inputs struct {
 
 // Build computes a cluster's published values.
 func Build(in *Inputs) (result.Cluster, error) {
-	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses, Billing: in.Billing}
+	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses, Billing: in.Billing,
+		Schema: in.Schema}
 	var rc *drift.Comparison
 	if in.Report != nil {
 		var err error
