@@ -337,7 +337,9 @@ func (mx *maxima) pair(al *allowance, rep, com *Side, d, allowed, bound *Values)
 
 // matcher finds each reported side's computed side, once each. Without
 // sshare -m, one user's associations in several partitions share a key
-// and the partition is unknown: they are matched in order.
+// and the partition is unknown: they are matched in order, which is right
+// for a report and its replay, the same rows; against the database
+// CompareReport refuses such a report first (oneEach).
 type matcher struct {
 	computed []Side
 	byKey    *chain // nil: the sides are aligned
