@@ -79,7 +79,7 @@ var (
 		assocLabels...)
 	descDriftMax = desc("fairshare", "drift_max", "Largest absolute drift over the cluster's associations. kind=formula: Slurm's values against the algorithm replayed on Slurm's own usage (should be 0). kind=usage: the database's usage against Slurm's (raw_usage relative to the larger, so at most 1) and what the difference does to the factor. Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
-	descDriftBound = desc("fairshare", "drift_bound", "Largest drift the inputs' unknowns explain, per kind and value, in drift_max's units: print precision, RawUsage truncation, decay and running jobs' charge between two possible decay-pass moments, tie and rank ranges. Drift is flagged only beyond it, by more than the tolerance. +Inf where some value cannot be judged (usage too small against its error). Absent when no report is fresh.",
+	descDriftBound = desc("fairshare", "drift_bound", "Largest drift the inputs' unknowns explain, per kind and value, in drift_max's units: print precision, RawUsage truncation, decay and running jobs' charge between two possible decay-pass moments, tie and rank ranges; value=fairshare at most 1, as far as two factors can be apart. Drift is flagged only beyond it, by more than the tolerance. +Inf where some value cannot be judged (usage too small against its error). Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
 	descPhase = desc("fairshare", "decay_phase_uncertainty_seconds", "How far apart slurmctld's last decay pass and the one the compared database usage was rebuilt for may be; source: state_file (priority_last_decay_ran), inferred (from successive reports), unknown (the whole PriorityCalcPeriod). Absent when no report is fresh.",
 		"slurm_cluster", "source")
