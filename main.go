@@ -123,18 +123,22 @@ func newLogger(f logFlags, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-// versionString is --version's one line. The version is
-// prometheus/common/version's Version, which the Makefile sets with
-// -ldflags "-X github.com/prometheus/common/version.Version=..." beside
-// Revision and Branch, so that --version and slurmdbd_exporter_build_info
-// read the same variables.
-func versionString() string {
-	v := version.Version
-	if v == "" {
-		v = "devel"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
+// versionString is --version's one line: prometheus/common/version's
+// Version, which the Makefile sets with -ldflags "-X
+// github.com/prometheus/common/version.Version=..." beside Revision and
+// Branch, so that --version and slurmdbd_exporter_build_info read the
+// same variables.
+func versionString() string { return "slurmdbd_exporter " + version.Version }
+
+// A build without -ldflags (go build, go install) gets the module's
+// version where go install recorded one, else devel, for --version and
+// build_info alike.
+func init() {
+	if version.Version != "" {
+		return
 	}
-	return "slurmdbd_exporter " + v
+	version.Version = "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version.Version = bi.Main.Version
+	}
 }
