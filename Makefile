@@ -2,7 +2,12 @@
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 BIN     := slurmdbd_exporter
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-LDFLAGS := -X main.version=$(VERSION)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH  ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+# prometheus/common/version's variables: --version and
+# slurmdbd_exporter_build_info{version, revision, branch} read them
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS := -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) -X $(VERSION_PKG).Branch=$(BRANCH)
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 60m
@@ -124,7 +129,7 @@ lint:
 
 ## package: the deb and rpm packages in dist/ (packaging/package.sh, where nfpm is pinned); a release: make package VERSION=1.2.0
 package:
-	VERSION=$(VERSION) GO=$(GO) ./packaging/package.sh dist
+	VERSION=$(VERSION) REVISION=$(REVISION) BRANCH=$(BRANCH) GO=$(GO) ./packaging/package.sh dist
 
 ## dashboards: regenerate dashboards/*.json from dashboards/grafana (grafana-foundation-sdk); a test fails when they are stale
 dashboards:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -52,7 +53,30 @@ func (c *checkCmd) Validate() error {
 	return c.One()
 }
 
+// Run prints the report, or with --output json, when check cannot answer,
+// a check.Failure in its place.
 func (c *checkCmd) Run(env *runEnv) error {
+	if c.Output != "json" {
+		return c.run(env)
+	}
+	// held until the end: a series prints snapshot by snapshot, and an
+	// error after some would leave half a document on stdout
+	var buf bytes.Buffer
+	held := *env
+	held.stdout = &buf
+	err := c.run(&held)
+	var ec exitCode
+	if err != nil && !errors.As(err, &ec) {
+		writeFailure(env.stdout, err)
+		return err
+	}
+	if _, werr := env.stdout.Write(buf.Bytes()); werr != nil && err == nil {
+		return werr
+	}
+	return err
+}
+
+func (c *checkCmd) run(env *runEnv) error {
 	if c.Given() {
 		return c.runDatabase(env)
 	}

@@ -218,3 +218,59 @@ func TestCheckSshareJSONInput(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckJSONFailure: check --output json that cannot answer (exit 2)
+// prints one JSON object, {"error", "exit_code": 2}, on stdout and nothing
+// else, and the error on stderr too: whether kong refused the command
+// line, the input was bad, the database could not be reached, or a series
+// failed after some of its snapshots were checked.
+func TestCheckJSONFailure(t *testing.T) {
+	dir := t.TempDir()
+	good := "testdata/slurm-24.11/sshare-a-l-P.txt"
+	capture := string(readTestdata(t, "slurm-24.11/sshare-a-l-P.txt"))
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	malformed := write("malformed.txt", "Account|User|RawShares|NormShares|RawUsage\nroot|||0.000000|abc\n")
+	backwards := write("series.txt", "## 1764000000\n"+capture+"## 1764000060\n"+capture+"## 1764000030\n"+capture)
+	// nothing listens on port 1: the database is unreachable
+	dsn := write("dsn", "u:p@tcp(127.0.0.1:1)/db")
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"unknown flag", []string{"--sshare-file", good, "--bogus"}, "unknown flag"},
+		{"no file", []string{"--sshare-file", filepath.Join(dir, "missing")}, "missing"},
+		{"bad dampening", []string{"--sshare-file", good, "--dampening-factor", "0"}, "dampening"},
+		{"malformed", []string{"--sshare-file", malformed}, "line 2"},
+		{"series out of order", []string{"--sshare-file", backwards}, "time order"},
+		{"database unreachable", []string{"--sshare-file", good, "--dsn-file", dsn, "--slurm-conf", "testdata/slurm-24.11/slurm.conf", "--db.timeout", "3s"}, "127.0.0.1:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"check", "--output", "json"}, tc.args...)...)
+			if code != exitError {
+				t.Fatalf("exit %d, want %d; stdout %q, stderr %q", code, exitError, stdout, stderr)
+			}
+			dec := json.NewDecoder(strings.NewReader(stdout))
+			dec.DisallowUnknownFields()
+			var f struct {
+				Error    string `json:"error"`
+				ExitCode *int   `json:"exit_code"`
+			}
+			if err := dec.Decode(&f); err != nil || dec.More() {
+				t.Fatalf("stdout is not one JSON error object (%v):\n%s", err, stdout)
+			}
+			if f.ExitCode == nil || *f.ExitCode != exitError || !strings.Contains(f.Error, tc.msg) {
+				t.Errorf("stdout %s: want exit_code %d and an error naming %q", stdout, exitError, tc.msg)
+			}
+			if !strings.Contains(stderr, tc.msg) {
+				t.Errorf("stderr %q does not name %q", stderr, tc.msg)
+			}
+		})
+	}
+}

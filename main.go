@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/alecthomas/kong"
+	"github.com/prometheus/common/version"
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
@@ -19,9 +20,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/configfile"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
 
 type logFlags struct {
 	Level  string `name:"level" default:"info" enum:"debug,info,warn,error" help:"Log level: debug, info, warn or error."`
@@ -106,6 +104,9 @@ func parse(p *kong.Kong, args []string) (ctx *kong.Context, code int, done bool)
 	if err != nil {
 		fmt.Fprintf(p.Stderr, "slurmdbd_exporter: %v\n", err)
 		fmt.Fprintln(p.Stderr, "Run 'slurmdbd_exporter --help' for usage.")
+		if checkJSON(err) {
+			writeFailure(p.Stdout, err)
+		}
 		return nil, exitError, true
 	}
 	return ctx, 0, false
@@ -122,13 +123,22 @@ func newLogger(f logFlags, w io.Writer) zerolog.Logger {
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }
 
-func versionString() string {
-	v := version
-	if v == "" {
-		v = "devel"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
-		}
+// versionString is --version's one line: prometheus/common/version's
+// Version, which the Makefile sets with -ldflags "-X
+// github.com/prometheus/common/version.Version=..." beside Revision and
+// Branch, so that --version and slurmdbd_exporter_build_info read the
+// same variables.
+func versionString() string { return "slurmdbd_exporter " + version.Version }
+
+// A build without -ldflags (go build, go install) gets the module's
+// version where go install recorded one, else devel, for --version and
+// build_info alike.
+func init() {
+	if version.Version != "" {
+		return
 	}
-	return "slurmdbd_exporter " + v
+	version.Version = "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version.Version = bi.Main.Version
+	}
 }

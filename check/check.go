@@ -197,6 +197,21 @@ func NoHeader(name string, err error) error {
 	return err
 }
 
+// Failure is what check --output json prints instead of a report when it
+// cannot answer (slurmctld down, the database unreachable, bad input): a
+// consumer parsing stdout reads one JSON document whatever the exit.
+type Failure struct {
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// WriteFailure prints err, which ends check with status code, as a Failure.
+func WriteFailure(w io.Writer, err error, code int) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(Failure{Error: err.Error(), ExitCode: code})
+}
+
 // Write prints one report as format (json or table) and tells whether
 // it is free of drift.
 func Write(w io.Writer, rep *drift.Report, format string) (ok bool, err error) {

@@ -17,7 +17,8 @@ import (
 )
 
 // Namespace prefixes every metric: Slurm values computed from slurmdbd
-// under slurmdbd_fairshare_, the exporter's own under slurmdbd_exporter_.
+// under slurmdbd_fairshare_, the exporter's own under slurmdbd_exporter_,
+// what it found of the database itself (schema_info) under slurmdbd_.
 const Namespace = "slurmdbd"
 
 var assocLabels = []string{"slurm_cluster", "account", "user", "partition", "parent"}
@@ -78,7 +79,7 @@ var (
 		assocLabels...)
 	descDriftMax = desc("fairshare", "drift_max", "Largest absolute drift over the cluster's associations. kind=formula: Slurm's values against the algorithm replayed on Slurm's own usage (should be 0). kind=usage: the database's usage against Slurm's (raw_usage relative to the larger, so at most 1) and what the difference does to the factor. Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
-	descDriftBound = desc("fairshare", "drift_bound", "Largest drift the inputs' unknowns explain, per kind and value, in drift_max's units: print precision, RawUsage truncation, decay and running jobs' charge between two possible decay-pass moments, tie and rank ranges. Drift is flagged only beyond it, by more than the tolerance. +Inf where some value cannot be judged (usage too small against its error). Absent when no report is fresh.",
+	descDriftBound = desc("fairshare", "drift_bound", "Largest drift the inputs' unknowns explain, per kind and value, in drift_max's units: print precision, RawUsage truncation, decay and running jobs' charge between two possible decay-pass moments, tie and rank ranges; value=fairshare at most 1, as far as two factors can be apart. Drift is flagged only beyond it, by more than the tolerance. +Inf where some value cannot be judged (usage too small against its error). Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
 	descPhase = desc("fairshare", "decay_phase_uncertainty_seconds", "How far apart slurmctld's last decay pass and the one the compared database usage was rebuilt for may be; source: state_file (priority_last_decay_ran), inferred (from successive reports), unknown (the whole PriorityCalcPeriod). Absent when no report is fresh.",
 		"slurm_cluster", "source")
@@ -88,6 +89,8 @@ var (
 		"slurm_cluster", "kind", "value")
 	descConfig = desc("fairshare", "config_info", "Priority settings of slurm.conf as the exporter read them; value 1.",
 		"slurm_cluster", "algorithm", "priority_flags", "half_life_seconds", "calc_period_seconds", "dampening_factor", "reset_period")
+	descSchema = desc("", "schema_info", "Which of the parts of slurmdbd's schema that differ between Slurm releases the cluster's tables have, as the exporter read them (looked at again every few minutes and after a failed refresh): lft_rgt (assoc_table's nested set, to 24.11), lineage (assoc_table.lineage, 23.11+), account_flags (acct_table.flags, 24.05+), qos_usage (<cluster>_qos_usage_*_table, 24.11+); value 1, as of the last refresh. Absent where not read from a database (the demo).",
+		"slurm_cluster", "lft_rgt", "lineage", "account_flags", "qos_usage")
 	descAlgorithm = desc("fairshare", "algorithm_mismatch", "1 when the algorithm slurmctld applies, inferred from the reported values (a LevelFS column, shares normalized among siblings or globally), differs from slurm.conf's; absent when no report is fresh.",
 		"slurm_cluster", "configured", "applied")
 	descRecovery = desc("fairshare", "recovery_seconds", "Seconds from fairshare_recovery_computed_timestamp_seconds until the user association's factor reaches its fair level (threshold=fair_level) if it submits nothing new, the others keep their rate of the last --forecast.window of rollups and running jobs run to their time limit (docs/forecast.md): 0 when at or above it, +Inf beyond 30 days; as of its last computation.",
@@ -409,6 +412,9 @@ func collectCluster(cl *result.Cluster, out sink) {
 	c := cl.Config
 	gauge(descConfig, 1, cl.Name, string(cl.Algorithm), c.PriorityFlags, ftoa(c.HalfLife.Seconds()), ftoa(c.CalcPeriod.Seconds()),
 		strconv.Itoa(int(c.Dampening)), c.ResetPeriod)
+	if sc := cl.Schema; sc != nil {
+		gauge(descSchema, 1, cl.Name, strconv.FormatBool(sc.LftRgt), strconv.FormatBool(sc.Lineage), strconv.FormatBool(sc.AccountFlags), strconv.FormatBool(sc.QOSUsage))
+	}
 	if cl.Applied != "" {
 		gauge(descAlgorithm, b2f(cl.Applied != cl.Algorithm), cl.Name, string(cl.Algorithm), string(cl.Applied))
 	}

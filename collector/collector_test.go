@@ -430,3 +430,21 @@ func TestBillingMetrics(t *testing.T) {
 		t.Error("a ratio over nothing expected")
 	}
 }
+
+// TestSchemaInfo: one slurmdbd_schema_info series per cluster read from a
+// database, its parts as "true"/"false" labels; none for a cluster not
+// read from one (the demo's Schema is nil).
+func TestSchemaInfo(t *testing.T) {
+	snap := engine.Demo(time.Now(), 20)
+	_, text := publishedText(t, snap, false)
+	if strings.Contains(text, "slurmdbd_schema_info{") {
+		t.Errorf("schema_info without a schema read:\n%s", text)
+	}
+	snap = engine.Demo(time.Now(), 20)
+	snap.Clusters[0].Schema = &result.Schema{LftRgt: false, Lineage: true, AccountFlags: true, QOSUsage: false}
+	_, text = publishedText(t, snap, false)
+	want := `slurmdbd_schema_info{account_flags="true",lft_rgt="false",lineage="true",qos_usage="false",slurm_cluster="demo"} 1` + "\n"
+	if n := strings.Count(text, "slurmdbd_schema_info{"); n != 1 || !strings.Contains(text, want) {
+		t.Errorf("%d schema_info series, want one: %q", n, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/exporter-toolkit/web"
 )
 
@@ -27,10 +28,8 @@ type ServeConfig struct {
 // Serve serves the metrics at /metrics, with the Go and process
 // collectors, /-/healthy, /-/ready and a landing page, until ctx ends.
 func (c *Collector) Serve(ctx context.Context, cfg ServeConfig) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", c.Handler(reg))
+	mux.Handle("/metrics", c.Handler(ownRegistry()))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy.") })
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if !cfg.Ready() {
@@ -65,6 +64,21 @@ func (c *Collector) Serve(ctx context.Context, cfg ServeConfig) error {
 		return nil
 	}
 	return err
+}
+
+// buildInfoProgram names slurmdbd_exporter_build_info, the metric every
+// Prometheus exporter exports (mysqld_exporter, node_exporter): value 1,
+// labelled by prometheus/common/version's variables as the build set them.
+const buildInfoProgram = "slurmdbd_exporter"
+
+func buildInfo() prometheus.Collector { return version.NewCollector(buildInfoProgram) }
+
+// ownRegistry is the exporter's own metrics beside the snapshot's: Go's,
+// the process's and build_info, gathered at scrape time (see ownGzip).
+func ownRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	return reg
 }
 
 // newServer bounds what a client may hold: a request's headers must come

@@ -286,10 +286,75 @@ func CompareReport(in Input, entries bool) (*Comparison, error) {
 	if in.DB == nil {
 		return c, nil
 	}
+	if err := oneEach(out, in.DB); err != nil {
+		return nil, err
+	}
 	if err := c.compareUsage(&in, rt, replay, replayed, reported, entries); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// oneEach refuses a report with a row that may be more than one of the
+// database's associations (t), which matching would have to guess
+// between. Without sshare's Partition column (-m) a user's associations in
+// one account and several partitions print alike, so every row of such a
+// user is ambiguous; a row whose key names no association but whose
+// partition is blank may be any of the user's in that account.
+func oneEach(out *shares.Table, t *fairshare.Tree) error {
+	if inOrder(out, t) {
+		return nil
+	}
+	type user struct{ account, user string }
+	byKey, byUser := map[Key][]string{}, map[user][]string{}
+	for i := range t.Len() {
+		a := t.Association(i)
+		name := fmt.Sprintf("%s/%s/%s", a.Account, a.User, a.Partition)
+		byKey[Key{a.Account, a.User, a.Partition}] = append(byKey[Key{a.Account, a.User, a.Partition}], name)
+		if a.User != "" {
+			byUser[user{a.Account, a.User}] = append(byUser[user{a.Account, a.User}], name)
+		}
+	}
+	partitions := out.Has(shares.Partition)
+	var bad []string
+	for i := range out.Rows {
+		r := &out.Rows[i]
+		cands := byKey[Key{r.Account, r.User, r.Partition}]
+		if r.User != "" && r.Partition == "" && (!partitions || len(cands) == 0) {
+			cands = byUser[user{r.Account, r.User}]
+		}
+		if len(cands) > 1 {
+			bad = append(bad, fmt.Sprintf("line %d (account %q, user %q, partition %q) may be any of %s", r.Line, r.Account, r.User, r.Partition, strings.Join(cands, ", ")))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	const most = 10
+	more := ""
+	if len(bad) > most {
+		more, bad = fmt.Sprintf("; and %d more", len(bad)-most), bad[:most]
+	}
+	return fmt.Errorf("the report's rows do not each name one association of the database (account/user/partition): %s%s: expected a listing with the partition, 'sshare -a -l -P -m' or 'sshare --json -a'",
+		strings.Join(bad, "; "), more)
+}
+
+// inOrder: t's associations are the report's rows, key for key in the
+// same order, as a tree made from the report itself is (tests stand one in
+// for the database): the matcher pairs them by position, with nothing to
+// guess. A database's tree, whose associations of one user in one account
+// differ by partition, is never so aligned with a listing that drops it.
+func inOrder(out *shares.Table, t *fairshare.Tree) bool {
+	if t.Len() != len(out.Rows) {
+		return false
+	}
+	for i := range out.Rows {
+		r, a := &out.Rows[i], t.Association(i)
+		if r.Account != a.Account || r.User != a.User || r.Partition != a.Partition {
+			return false
+		}
+	}
+	return true
 }
 
 // compareFormula is the formula part: the report's values against its

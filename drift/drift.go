@@ -305,6 +305,9 @@ func (mx *maxima) pair(al *allowance, rep, com *Side, d, allowed, bound *Values)
 	for k := range cf {
 		larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
 		*bf[k] = *cb[k] + *rb[k]
+		if bf[k] == &bound.FairShare {
+			*bf[k] = factorBound(*bf[k])
+		}
 		*af[k] = Num(al.tolerance) + *mf[k] + *bf[k]
 		if rel := *relf[k]; rel > 0 {
 			*af[k] += rel * Num(larger)
@@ -335,9 +338,23 @@ func (mx *maxima) pair(al *allowance, rep, com *Side, d, allowed, bound *Values)
 	return status
 }
 
+// factorBound caps a bound on the difference of two fairshare factors,
+// which lie in [0, 1], at 1: no difference of two is larger, so a bound
+// beyond it explains nothing more, and the sides' bounds, added, can pass
+// it (each side's rank range among tied Fair Tree siblings, when their
+// order is unknown, may span nearly all users). +Inf, not judged, stays.
+func factorBound(b Num) Num {
+	if math.IsInf(float64(b), 1) {
+		return b
+	}
+	return min(max(b, 0), 1)
+}
+
 // matcher finds each reported side's computed side, once each. Without
 // sshare -m, one user's associations in several partitions share a key
-// and the partition is unknown: they are matched in order.
+// and the partition is unknown: they are matched in order, which is right
+// for a report and its replay, the same rows; against the database
+// CompareReport refuses such a report first (oneEach).
 type matcher struct {
 	computed []Side
 	byKey    *chain // nil: the sides are aligned

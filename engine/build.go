@@ -42,10 +42,15 @@ type Report struct {
 	// Settling: drift.Input.Settling
 	Settling bool
 	// DB is the database's tree rebuilt at At (nil: Inputs.Tree is), with
-	// what is known of the pass it stands at (nil DB: Inputs' own).
-	DB    *fairshare.Tree
-	Pass  drift.PassError
-	Phase result.Phase
+	// what is known of the pass it stands at and whether it is in
+	// slurmctld's order (nil DB: Inputs' own). The order is the tree's:
+	// the Inputs a report is published with may be of a refresh made
+	// before slurmctld's boot was known, and judged by theirs a tree in
+	// slurmctld's order counted its tie ranges on both sides.
+	DB              *fairshare.Tree
+	Pass            drift.PassError
+	DBTieOrderKnown bool
+	Phase           result.Phase
 	// Memo, shared by every Report made of one reading (nil: none), keeps
 	// Build's comparison with it: the report and the database's tree at
 	// its moment change only with the next reading, while Build runs after
@@ -113,6 +118,9 @@ type Inputs struct {
 	Maui      fairshare.MauiConfig
 	// LastRollup is zero before the first hourly rollup.
 	LastRollup, Computed time.Time
+	// Schema is the database schema the tables were read by (nil: not a
+	// database).
+	Schema *result.Schema
 	// Report is nil when no report is fresh.
 	Report    *Report
 	Tolerance drift.Tolerance
@@ -149,7 +157,8 @@ type Inputs struct {
 
 // Build computes a cluster's published values.
 func Build(in *Inputs) (result.Cluster, error) {
-	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses, Billing: in.Billing}
+	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses, Billing: in.Billing,
+		Schema: in.Schema}
 	var rc *drift.Comparison
 	if in.Report != nil {
 		var err error
@@ -339,17 +348,17 @@ func (in *Inputs) ComputeRecovery() (*result.Recovery, error) {
 // memoCompare is drift.CompareReport of the inputs' report, computed once
 // per report and inputs.
 func memoCompare(in *Inputs) (*drift.Comparison, error) {
-	db, pass := in.Report.DB, in.Report.Pass
+	db, pass, tieOrder := in.Report.DB, in.Report.Pass, in.Report.DBTieOrderKnown
 	if db == nil {
-		db, pass = in.Tree, in.PassError(nil)
+		db, pass, tieOrder = in.Tree, in.PassError(nil), in.TieOrderKnown
 	}
-	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, in.TieOrderKnown, db, in.Report.PrevRaw != nil, in.Report.PassRaw != nil, pass.Window}
+	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, tieOrder, db, in.Report.PrevRaw != nil, in.Report.PassRaw != nil, pass.Window}
 	m := in.Report.Memo
 	if m != nil && m.rc != nil && m.key == key {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: in.TieOrderKnown, Pass: pass, Settling: in.Report.Settling}, false)
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: tieOrder, Pass: pass, Settling: in.Report.Settling}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}

@@ -153,6 +153,8 @@ type clusterState struct {
 	// slurmctld's boot (bootSums), for bootKey.
 	bootSums map[uint32][3]float64
 	bootKey  bootKey
+	// schema is the database schema the last refresh read by (nil: none yet).
+	schema *result.Schema
 }
 
 type bootKey struct {
@@ -365,6 +367,10 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	for _, p := range snap.Problems {
 		problems = append(problems, problemOf(p))
 	}
+	var schema *result.Schema
+	if _, db := c.(dbCluster); db {
+		schema = e.noteSchema(name, snap.Layout)
+	}
 	tree, err := fairshare.NewTree(snap.Tree.Assocs)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
@@ -380,6 +386,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		TRES:          map[string][]float64{},
 		Maui:          e.o.maui,
 		Computed:      at,
+		Schema:        schema,
 		Tolerance:     e.o.tolerance,
 		cluster:       c,
 	}
@@ -412,6 +419,26 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		}
 	}
 	return in, nil
+}
+
+// noteSchema is the schema of l, logged when first seen for the cluster
+// and whenever it changes (a slurmdbd upgrade, which the Refresher looks
+// for every slurmdbd.RecheckHours): which columns the exporter reads the
+// tree and usage by is otherwise shown only by the schema_info metric.
+func (e *Engine) noteSchema(name string, l slurmdbd.Layout) *result.Schema {
+	s := &result.Schema{LftRgt: l.LftRgt, Lineage: l.Lineage, AccountFlags: l.AcctFlags, QOSUsage: l.QOSUsage}
+	cs := e.clusters[name]
+	if cs == nil || (cs.schema != nil && *cs.schema == *s) {
+		return s
+	}
+	msg := "slurmdbd schema detected"
+	if cs.schema != nil {
+		msg = "slurmdbd schema changed"
+	}
+	cs.schema = s
+	e.o.log.Info().Str("slurm_cluster", name).Bool("lft_rgt", s.LftRgt).Bool("lineage", s.Lineage).
+		Bool("account_flags", s.AccountFlags).Bool("qos_usage", s.QOSUsage).Msg(msg)
+	return s
 }
 
 // tailHalfLives: the tails of jobs that ended more than this many

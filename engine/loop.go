@@ -68,6 +68,7 @@ type served struct {
 	// the database's tree at the moment of the last report, and what is
 	// known of the pass it stands at
 	reportDB    *fairshare.Tree
+	reportTies  bool // reportDB is in slurmctld's order
 	reportFor   time.Time
 	reportPass  drift.PassError
 	reportPhase result.Phase
@@ -213,7 +214,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		read = nil
 	}
 	pass := in.PassError(read)
-	sv.reportDB, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, r.At, pass, &ReportMemo{}
+	sv.reportDB, sv.reportTies, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, in.TieOrderKnown, r.At, pass, &ReportMemo{}
 	sv.reportPhase = in.Phase
 	sv.reportPhase.Uncertainty = time.Duration(pass.Window * float64(time.Second))
 }
@@ -421,7 +422,7 @@ func (l *Loop) publish() {
 		}
 		if name == l.e.conf.ClusterName && rep != nil && sv.reportFor.Equal(rep.At) {
 			in.Report = rep
-			rep.DB, rep.Pass, rep.Phase, rep.Memo = sv.reportDB, sv.reportPass, sv.reportPhase, sv.reportMemo
+			rep.DB, rep.DBTieOrderKnown, rep.Pass, rep.Phase, rep.Memo = sv.reportDB, sv.reportTies, sv.reportPass, sv.reportPhase, sv.reportMemo
 		}
 		cl, err := Build(&in)
 		if err != nil {

@@ -42,8 +42,12 @@ type ClusterAt struct {
 // Level is one association on the path from root to the user.
 type Level struct {
 	AssocName
-	Shares   uint32  `json:"shares"`
-	RawUsage float64 `json:"raw_usage"`
+	// Shares is assoc_table.shares; FairShare=parent stores
+	// fairshare.SharesParent there, which FairShareParent says, and the
+	// table prints as "parent" rather than a share count.
+	Shares          uint32  `json:"shares"`
+	FairShareParent bool    `json:"fairshare_parent"`
+	RawUsage        float64 `json:"raw_usage"`
 	// Per algorithm, as slurmctld computes them.
 	NormShares     map[string]drift.Num `json:"norm_shares"`
 	NormUsage      drift.Num            `json:"norm_usage"`
@@ -170,7 +174,8 @@ func User(cl result.Cluster, at time.Time, user, account string, phase result.Ph
 			}
 		}
 		for _, p := range path {
-			x.Path = append(x.Path, Level{AssocName: AssocName{p.Account, p.User, p.Partition}, Shares: p.Shares, RawUsage: p.RawUsage,
+			x.Path = append(x.Path, Level{AssocName: AssocName{p.Account, p.User, p.Partition}, Shares: p.Shares, FairShareParent: p.Shares == fairshare.SharesParent,
+				RawUsage:       p.RawUsage,
 				NormShares:     map[string]drift.Num{"classic": drift.Num(p.Classic.NormShares), "fair_tree": drift.Num(p.FairTree.NormShares)},
 				NormUsage:      drift.Num(p.Classic.NormUsage),
 				EffectiveUsage: map[string]drift.Num{"classic": drift.Num(p.Classic.EffectiveUsage), "fair_tree": drift.Num(p.FairTree.EffectiveUsage)},
@@ -264,7 +269,11 @@ func (x Explanation) WriteTable(w io.Writer) {
 		if l.Rank > 0 {
 			rank = fmt.Sprintf("%d/%d", l.Rank, x.Users)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", name, l.Shares, num(l.NormShares["classic"]), num(l.NormShares["fair_tree"]),
+		shares := strconv.FormatUint(uint64(l.Shares), 10)
+		if l.FairShareParent {
+			shares = "parent"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", name, shares, num(l.NormShares["classic"]), num(l.NormShares["fair_tree"]),
 			l.RawUsage, num(l.NormUsage), num(l.EffectiveUsage["classic"]), num(l.EffectiveUsage["fair_tree"]), num(l.LevelFS), rank)
 	}
 	tw.Flush()

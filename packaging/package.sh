@@ -8,7 +8,8 @@
 # 1.2.0-3-gabc1234[-dirty] (after tag v1.2.0) becomes 1.2.0+3.gabc1234[.dirty],
 # after 1.2.0; one without a tag (abc1234-dirty) 0.0.0~gitabc1234.dirty,
 # before any release; 1.2.0-rc.1 stays, before 1.2.0.
-# PACKAGERS: "deb rpm" unless set. GO: go.
+# REVISION, BRANCH: the commit and branch slurmdbd_exporter_build_info
+# labels (default: git's). PACKAGERS: "deb rpm" unless set. GO: go.
 set -eu
 
 # nfpm's command line, pinned (the module proxy here refuses @latest; this
@@ -29,7 +30,10 @@ esac
 
 mkdir -p "$out"
 GOARCH=$("$GO" env GOARCH)
-"$GO" build -ldflags "-X main.version=$version" -o "$out/slurmdbd_exporter" .
+vp=github.com/prometheus/common/version
+revision=${REVISION:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+branch=${BRANCH:-$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)}
+"$GO" build -ldflags "-X $vp.Version=$version -X $vp.Revision=$revision -X $vp.Branch=$branch" -o "$out/slurmdbd_exporter" .
 for p in ${PACKAGERS:-deb rpm}; do
 	VERSION=$version BINARY=$out/slurmdbd_exporter GOARCH=$GOARCH \
 		"$GO" run "$NFPM" package --packager "$p" --config packaging/nfpm.yaml --target "$out/"

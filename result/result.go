@@ -257,6 +257,24 @@ type Cluster struct {
 	// TRESBillingWeights (nil: not checked, clusters other than
 	// slurm.conf's).
 	Billing []Billing
+	// Schema is the slurmdbd schema the cluster's tables were read by
+	// (nil: not read from a database, as the demo's).
+	Schema *Schema
+}
+
+// Schema is which of the parts of slurmdbd's schema that differ between
+// Slurm releases a cluster's tables have, as the exporter found them: it
+// reads each cluster by what its tables hold, so an upgrade half done or a
+// schema the exporter misjudged shows here first.
+type Schema struct {
+	// LftRgt: assoc_table's nested set (lft, rgt), to 24.11.
+	LftRgt bool
+	// Lineage: assoc_table.lineage (and id_parent), 23.11+.
+	Lineage bool
+	// AccountFlags: acct_table.flags, 24.05+.
+	AccountFlags bool
+	// QOSUsage: <cluster>_qos_usage_*_table, 24.11+.
+	QOSUsage bool
 }
 
 // Billing is the check of one partition's jobs: how many were checked,
