@@ -22,16 +22,34 @@ type reweighJob struct {
 	charged         float64
 }
 
-// TestRefresherReweighs: on the 23.11 layout (no per-QOS rollups), jobs
-// with fractional billing and QOS UsageFactors 0 and 2 roll up hour by
-// hour as slurmdbd rolls them (the billing truncated, no factor). Every
+// TestRefresherReweighs: jobs with fractional billing and QOS
+// UsageFactors 0 and 2 roll up hour by hour as slurmdbd rolls them (the
+// billing truncated, no factor; on 24.11 the per-QOS split beside). Every
 // incremental refresh, as the hours pass the re-read window and freeze,
 // equals a full load; and each user's RawUsage is what slurmctld charged
 // its jobs pass by pass (fairshare.Passes.JobUsage at the charged rate),
-// to within the rows' spread over their hour, the scavenger's nothing.
+// to within the rows' spread over their hour, the scavenger's nothing:
+// on the 23.11 layout from the jobs alone, on 24.11 from the per-QOS
+// split, and the two agree.
 func TestRefresherReweighs(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
-	_, c, db := openRelease(t, srv, releases[1])
+	by := map[string]map[uint32]float64{}
+	for _, rel := range releases[1:3] {
+		by[rel.name] = refresherReweighs(t, srv, rel)
+	}
+	a, b := by[releases[1].name], by[releases[2].name]
+	for id, v := range a {
+		if math.Abs(v-b[id]) > 1e-6*math.Max(1, a[1]) {
+			t.Errorf("id_assoc %d: %.3f from the jobs (23.11), %.3f from the per-QOS split (24.11)", id, v, b[id])
+		}
+	}
+}
+
+// refresherReweighs runs TestRefresherReweighs on rel, giving the last
+// refresh's RawUsage by id_assoc.
+func refresherReweighs(t *testing.T, srv *mariadbtest.Server, rel release) map[uint32]float64 {
+	_, c, db := openRelease(t, srv, rel)
+	qosTable := rel.layout.QOSUsage
 	rules := &usage.BillingRules{Weights: map[string]map[string]float64{"cpu": {"cpu": 1, "mem": 0.25 / 1024}}}
 	jobs := []reweighJob{
 		{1, 10, 1, base + 600, base + 5*3600 + 100, "1=6,2=6144,4=1,5=7", 7.5},
@@ -48,8 +66,9 @@ func TestRefresherReweighs(t *testing.T) {
 		db, strings.Join(vals, ",")))
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: rules}
+	usage := map[uint32]float64{}
 	for h := 1; h <= 12; h++ {
-		srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs(jobs, h)))
+		srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs(jobs, h, qosTable)))
 		at := time.Unix(int64(base+h*3600+900), 0)
 		got, err := r.Refresh(context.Background(), at)
 		if err != nil {
@@ -62,7 +81,6 @@ func TestRefresherReweighs(t *testing.T) {
 		if len(got.Problems) != 0 {
 			t.Errorf("hour %d: problems %v", h, got.Problems)
 		}
-		usage := map[uint32]float64{}
 		for i, row := range got.Tree.Row {
 			usage[got.Rows[row].ID] = got.Tree.Assocs[i].RawUsage
 			// a cold load sums the hours on the server: the scavenger's
@@ -82,14 +100,16 @@ func TestRefresherReweighs(t *testing.T) {
 	if r.FullLoads != 1 || r.Freezes < 6 {
 		t.Errorf("%d full loads and %d freezes: want 1, and the hours frozen as they leave the re-read window", r.FullLoads, r.Freezes)
 	}
+	return usage
 }
 
 // rollJobs is what slurmdbd's hourly rollup writes for jobs up to hour h
 // after base: each hour's billing row holds the recorded (truncated)
 // billing times the jobs' seconds in it, no UsageFactor, stamped a minute
-// after the hour; last_ran moves to the hour's end.
-func rollJobs(jobs []reweighJob, hours int) string {
-	sums := map[[2]int64]float64{}
+// after the hour, and with qosTable the same split by QOS (id_alt);
+// last_ran moves to the hour's end.
+func rollJobs(jobs []reweighJob, hours int, qosTable bool) string {
+	sums, byQOS := map[[2]int64]float64{}, map[[3]int64]float64{}
 	for _, j := range jobs {
 		rec, _, _ := usage.TRESCount(j.tres, usage.TRESBilling)
 		for k := int64(0); k < int64(hours); k++ {
@@ -100,6 +120,7 @@ func rollJobs(jobs []reweighJob, hours int) string {
 			}
 			if secs := end - max(h, j.start); secs > 0 {
 				sums[[2]int64{int64(j.assoc), h}] += float64(rec) * float64(secs)
+				byQOS[[3]int64{int64(j.assoc), int64(j.qos), h}] += float64(rec) * float64(secs)
 			}
 		}
 	}
@@ -107,6 +128,14 @@ func rollJobs(jobs []reweighJob, hours int) string {
 	for k, v := range sums {
 		vals = append(vals, fmt.Sprintf("(%d,%d,0,%d,5,%d,%.0f)", k[1]+3660, k[1]+3660, k[0], k[1], v))
 	}
-	return fmt.Sprintf("REPLACE INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs) VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
+	q := ""
+	if qosTable {
+		var qv []string
+		for k, v := range byQOS {
+			qv = append(qv, fmt.Sprintf("(%d,%d,0,%d,%d,5,%d,%.0f)", k[2]+3660, k[2]+3660, k[0], k[1], k[2], v))
+		}
+		q = "REPLACE INTO v2411_qos_usage_hour_table (creation_time, mod_time, deleted, id, id_alt, id_tres, time_start, alloc_secs) VALUES " + strings.Join(qv, ",") + "; "
+	}
+	return q + fmt.Sprintf("REPLACE INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs) VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
 		strings.Join(vals, ","), base+hours*3600)
 }
