@@ -305,26 +305,26 @@ func oneEach(out *shares.Table, t *fairshare.Tree) error {
 	if inOrder(out, t) {
 		return nil
 	}
-	type user struct{ account, user string }
-	byKey, byUser := map[Key][]string{}, map[user][]string{}
+	// counts first: serve checks every report, and names are needed only
+	// for the rows refused
+	byKey, byUser := map[Key]int{}, map[Key]int{}
 	for i := range t.Len() {
 		a := t.Association(i)
-		name := fmt.Sprintf("%s/%s/%s", a.Account, a.User, a.Partition)
-		byKey[Key{a.Account, a.User, a.Partition}] = append(byKey[Key{a.Account, a.User, a.Partition}], name)
+		byKey[Key{a.Account, a.User, a.Partition}]++
 		if a.User != "" {
-			byUser[user{a.Account, a.User}] = append(byUser[user{a.Account, a.User}], name)
+			byUser[Key{a.Account, a.User, ""}]++
 		}
 	}
 	partitions := out.Has(shares.Partition)
 	var bad []string
 	for i := range out.Rows {
 		r := &out.Rows[i]
-		cands := byKey[Key{r.Account, r.User, r.Partition}]
-		if r.User != "" && r.Partition == "" && (!partitions || len(cands) == 0) {
-			cands = byUser[user{r.Account, r.User}]
+		k, n := Key{r.Account, r.User, r.Partition}, byKey[Key{r.Account, r.User, r.Partition}]
+		if r.User != "" && r.Partition == "" && (!partitions || n == 0) {
+			k, n = Key{r.Account, r.User, ""}, byUser[Key{r.Account, r.User, ""}]
 		}
-		if len(cands) > 1 {
-			bad = append(bad, fmt.Sprintf("line %d (account %q, user %q, partition %q) may be any of %s", r.Line, r.Account, r.User, r.Partition, strings.Join(cands, ", ")))
+		if n > 1 {
+			bad = append(bad, fmt.Sprintf("line %d (account %q, user %q, partition %q) may be any of %s", r.Line, r.Account, r.User, r.Partition, strings.Join(candidates(t, k), ", ")))
 		}
 	}
 	if len(bad) == 0 {
@@ -337,6 +337,18 @@ func oneEach(out *shares.Table, t *fairshare.Tree) error {
 	}
 	return fmt.Errorf("the report's rows do not each name one association of the database (account/user/partition): %s%s: expected a listing with the partition, 'sshare -a -l -P -m' or 'sshare --json -a'",
 		strings.Join(bad, "; "), more)
+}
+
+// candidates names t's associations of key k, any partition where k has
+// none.
+func candidates(t *fairshare.Tree, k Key) []string {
+	var out []string
+	for i := range t.Len() {
+		if a := t.Association(i); a.Account == k.Account && a.User == k.User && (k.Partition == "" || a.Partition == k.Partition) {
+			out = append(out, fmt.Sprintf("%s/%s/%s", a.Account, a.User, a.Partition))
+		}
+	}
+	return out
 }
 
 // inOrder: t's associations are the report's rows, key for key in the
