@@ -101,6 +101,21 @@ func splitComma(s string) []string {
 	return out
 }
 
+// sqlOldestJob is the start of the job that ended first of those
+// job_table holds: PurgeJobAfter removes jobs by their end (the rollup2
+// and archive_purge indexes lead with time_end).
+const sqlOldestJob = "SELECT `time_start` FROM `%[1]s_job_table` WHERE `time_end` > 0 ORDER BY `time_end` LIMIT 1"
+
+// OldestJob is the start of the finished job that ended first of those the
+// table holds; ok is false when it holds none.
+func (c Cluster) OldestJob(ctx context.Context) (start int64, ok bool, err error) {
+	err = c.db.query(ctx, "reading the oldest job of "+c.quoted("job_table"), c.fill(sqlOldestJob), func(r *sql.Rows) error {
+		ok = true
+		return r.Scan(&start)
+	})
+	return start, ok, err
+}
+
 // sqlClusterTRES reads the cluster row of <cluster>_event_table (node_name
 // empty) covering a moment (args: it, twice).
 const sqlClusterTRES = "SELECT `tres` FROM `%[1]s_event_table` WHERE `node_name` = '' AND `time_start` <= ? AND (`time_end` = 0 OR `time_end` > ?) ORDER BY `time_start` DESC LIMIT 1"

@@ -145,6 +145,9 @@ func (r *Refresher) readFrozen(ctx context.Context, f *refresh) error {
 			if err := r.addTails(ctx, f, f.frozen, f.tailFrom, f.frozenTo); err != nil {
 				return err
 			}
+			if err := r.checkPurged(ctx, f); err != nil {
+				return err
+			}
 		}
 	}
 	if !f.lastRan.OK || f.watermark <= f.frozenTo {
@@ -314,6 +317,29 @@ func (r *Refresher) reweighs(f *refresh) bool {
 		}
 	}
 	return false
+}
+
+// checkPurged reports, on a full load that reweighs, the rolled-up hours
+// whose jobs PurgeJobAfter removed: their rows count every QOS alike and
+// the billing truncated, and nothing says by how much.
+func (r *Refresher) checkPurged(ctx context.Context, f *refresh) error {
+	if !r.reweighs(f) {
+		return nil
+	}
+	job, ok, err := r.Cluster.OldestJob(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	hour, ok, err := r.Cluster.Oldest(ctx, f.layout, usage.Hour)
+	// usage in an hour before the oldest job started, which still weighs,
+	// is of jobs gone
+	if from := max(hour, f.tailFrom); err != nil || !ok || from >= job-3600 {
+		return err
+	}
+	f.problems = append(f.problems, &usage.Problem{Identity: "jobs purged before the rolled-up hours", Err: fmt.Errorf(
+		"%s holds no job older than one that started %s (PurgeJobAfter), while rolled-up hours since %s still weigh: they are counted as the rollups hold them, every QOS alike and the billing truncated, and may be off by a QOS UsageFactor other than 1",
+		r.Cluster.quoted("job_table"), time.Unix(job, 0).UTC().Format(time.RFC3339), time.Unix(max(hour, f.tailFrom), 0).UTC().Format(time.RFC3339))})
+	return nil
 }
 
 // jobs reads jobs with read (Cluster.Jobs or Ended) and prices their

@@ -139,3 +139,35 @@ func rollJobs(jobs []reweighJob, hours int, qosTable bool) string {
 	return q + fmt.Sprintf("REPLACE INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs) VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
 		strings.Join(vals, ","), base+hours*3600)
 }
+
+// TestPurgedJobsReported: a full load that reweighs says when rolled-up
+// hours that still weigh have no jobs left to reweigh them (PurgeJobAfter
+// removed them), and says nothing while their jobs are there.
+func TestPurgedJobsReported(t *testing.T) {
+	srv := mariadbtest.Start(t, "")
+	gone := reweighJob{1, 10, 2, base + 600, base + 3000, "1=4,5=4", 0}
+	later := reweighJob{2, 11, 1, base + 5*3600, base + 6*3600, "1=4,5=4", 4}
+	passes := fairshare.Passes{HalfLife: 86400, Period: 300, Phase: 18, ChargeJobEnd: true}
+	for _, kept := range [][]reweighJob{{later}, {gone, later}} {
+		_, c, db := openRelease(t, srv, releases[1])
+		var vals []string
+		for _, j := range kept {
+			vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,'%s',0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.end, j.tres))
+		}
+		srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table; DELETE FROM v2411_job_table;"+
+			" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0);"+
+			" INSERT INTO v2411_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_start, time_end, tres_alloc, deleted) VALUES %s; %s",
+			db, strings.Join(vals, ","), rollJobs([]reweighJob{gone, later}, 8, false)))
+		snap, err := (&Refresher{Cluster: c, Passes: passes, Location: time.UTC}).Refresh(context.Background(), time.Unix(base+86400, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged := false
+		for _, p := range snap.Problems {
+			purged = purged || strings.Contains(p.Error(), "PurgeJobAfter")
+		}
+		if want := len(kept) == 1; purged != want {
+			t.Errorf("%d of the 2 jobs kept: purged jobs reported %v, want %v (%v)", len(kept), purged, want, snap.Problems)
+		}
+	}
+}
