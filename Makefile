@@ -20,8 +20,8 @@ TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 RECORDED  := TestHistoryFidelity|TestRealSlurmRollup|TestForecastAgainstSshare
 HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
 # MEASURED: live measurements that record nothing (make passes, make
-# read-budget)
-MEASURED  := TestPassSchedule|TestReadBudget
+# read-budget, make end-records)
+MEASURED  := TestPassSchedule|TestReadBudget|TestEndRecordDelay
 LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
 # BESIDE: make test runs TestServeRealSlurm as TestReleasesLive/22.05, the
 # three releases' clusters side by side (-parallel 3); make soak and make
@@ -29,7 +29,7 @@ LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
 BESIDE    := TestServeRealSlurm
 RELEASES ?= 22.05 24.11 26.05
 
-.PHONY: build test test-live record passes read-budget demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
+.PHONY: build test test-live record passes read-budget end-records demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -66,6 +66,12 @@ passes:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
 	@SLURMDBD_EXPORTER_PASS_WATCH=$(PASS_WATCH) SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 0 -parallel 3 -v -run '^TestPassSchedule$$' ./e2e > passes.log 2>&1; \
 	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|passes:|_test.go' passes.log; rm -f passes.log; exit $$status
+
+## end-records: how long after a job's end its record is in job_table, steady, in a burst of a hundred ends, and with slurmctld or slurmdbd stopped for 20 s, on each of RELEASES side by side (docs/serve.md; root; about 7 minutes)
+end-records:
+	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version), $$(date -u +%FT%TZ)"
+	@SLURMDBD_EXPORTER_RELEASES="$(RELEASES)" $(GO) test -count=1 -timeout 40m -parallel 3 -v -run '^TestEndRecordDelay$$' ./e2e > end-records.log 2>&1; \
+	status=$$?; grep -E '^(\s*--- |PASS|FAIL|ok)|end records:|_test.go' end-records.log; rm -f end-records.log; exit $$status
 
 ## read-budget: what serve and check cost slurmctld with the state file hidden, against issue 33's budgets: sshare reads per period (at most 3 in each of the first two, 1 a period after), sdiag's REQUEST_SHARE_INFO, REQUEST_BUILD_INFO (at most 3 a run) and REQUEST_PING, slurmctld's CPU over idle, the exporter's with its children, and check's reads (at most 15, 3 a minute); READ_BUDGET_ASSOCIATIONS (default 10000) generated associations, PriorityCalcPeriod each of READ_BUDGET_CALC (1m 5m) for READ_BUDGET_PERIODS (10 at 1m, 8 at 5m; "5m=6"), on each of READ_BUDGET_RELEASES side by side (root; about 70 minutes)
 READ_BUDGET_RELEASES ?= 22.05 26.05

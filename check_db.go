@@ -66,9 +66,19 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	d.Window = window
 	e := engine.New(conf, set.DSN, opts...)
 	defer e.Close()
+	if r != nil && conf.EnforceLimits() {
+		// read once the ends slurmctld charged by the report are recorded
+		time.Sleep(time.Until(r.End.Add(engine.RecordDelay)))
+	}
+	readAt := time.Now()
 	in, err := e.Refresh(ctx, set.Cluster(c.Cluster), at)
 	if err != nil {
 		return err
+	}
+	if r != nil {
+		// a live database: a dump replayed with --at holds what it held
+		// when it was dumped, which nothing here tells
+		in.ReadAt = readAt
 	}
 	rep, err := d.Compare(in)
 	if pass, near := in.PassNear(window); near && err == nil && d.PassRaw == nil {

@@ -283,9 +283,22 @@ func TestPassErrorStraddle(t *testing.T) {
 	// database may not hold yet: the time since the pass, and the
 	// uncertainty
 	in.Passes.ChargeJobEnd = true
-	if got := in.PassError(&[2]time.Time{pass.Add(20 * time.Second), pass.Add(21 * time.Second)}).Unrecorded; got != 23 {
+	read := &[2]time.Time{pass.Add(20 * time.Second), pass.Add(21 * time.Second)}
+	if got := in.PassError(read).Unrecorded; got != 23 {
 		t.Errorf("limits, read 21 s after the pass: unrecorded %v s, want 23", got)
 	}
+	// the database read RecordDelay after the report holds every end
+	// slurmctld charged by then; read sooner it may not
+	for _, tc := range []struct {
+		after time.Duration
+		want  float64
+	}{{RecordDelay, 0}, {RecordDelay - time.Second, 23}} {
+		in.ReadAt = read[1].Add(tc.after)
+		if got := in.PassError(read).Unrecorded; got != tc.want {
+			t.Errorf("database read %v after the report: unrecorded %v s, want %v", tc.after, got, tc.want)
+		}
+	}
+	in.ReadAt = time.Time{}
 	in.Phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: time.Minute}
 	if got := in.PassError(nil).Window; got != 60 {
 		t.Errorf("phase unknown: window %v s, want the period", got)

@@ -217,9 +217,12 @@ func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*Inputs, er
 	if cs == nil || e.src == nil {
 		return nil, nil
 	}
-	t0 := e.now()
+	t0, readAt := e.now(), e.o.clock.Now()
 	cs.atReport.Seed(&cs.ref)
 	in, err := e.read(ctx, e.conf.ClusterName, &cs.atReport, at)
+	if in != nil {
+		in.ReadAt = readAt
+	}
 	e.stage(StageDB, e.now().Sub(t0), err)
 	return in, err
 }

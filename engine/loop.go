@@ -188,8 +188,16 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		l.kept = m
 	}
 	// compare with the database's usage at the moment of the report:
-	// usage moves at every decay pass
+	// usage moves at every decay pass; read once the ends slurmctld
+	// charged by the report are recorded
 	sv := l.served[l.e.conf.ClusterName]
+	if l.e.conf.EnforceLimits() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.e.o.clock.until(r.End.Add(RecordDelay))):
+		}
+	}
 	in, err := l.e.refreshAtReport(ctx, r.At)
 	if err != nil && ctx.Err() == nil {
 		l.e.o.log.Error().Err(err).Msg("refresh from the database at the moment of the report")
