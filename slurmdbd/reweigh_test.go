@@ -56,14 +56,8 @@ func refresherReweighs(t *testing.T, srv *mariadbtest.Server, rel release) map[u
 		{2, 11, 2, base + 1000, 0, "1=4,2=4096,4=1,5=5", 0},
 		{3, 10, 3, base + 2000, base + 2*3600 + 10, "1=12,2=6144,4=1,5=13", 27},
 	}
-	var vals []string
-	for _, j := range jobs {
-		vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,'%s',0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.end, j.tres))
-	}
-	srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table; DELETE FROM v2411_job_table;"+
-		" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0), (3, 'high', 2);"+
-		" INSERT INTO v2411_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_start, time_end, tres_alloc, deleted) VALUES %s",
-		db, strings.Join(vals, ",")))
+	srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table;"+
+		" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0), (3, 'high', 2); %s", db, insertJobs(jobs)))
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: rules}
 	usage := map[uint32]float64{}
@@ -101,6 +95,16 @@ func refresherReweighs(t *testing.T, srv *mariadbtest.Server, rel release) map[u
 		t.Errorf("%d full loads and %d freezes: want 1, and the hours frozen as they leave the re-read window", r.FullLoads, r.Freezes)
 	}
 	return usage
+}
+
+// insertJobs replaces job_table's rows with jobs', in partition cpu.
+func insertJobs(jobs []reweighJob) string {
+	var vals []string
+	for _, j := range jobs {
+		vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,'%s',0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.end, j.tres))
+	}
+	return "DELETE FROM v2411_job_table; INSERT INTO v2411_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_start, time_end, tres_alloc, deleted) VALUES " +
+		strings.Join(vals, ",") + ";"
 }
 
 // rollJobs is what slurmdbd's hourly rollup writes for jobs up to hour h
@@ -150,14 +154,8 @@ func TestPurgedJobsReported(t *testing.T) {
 	passes := fairshare.Passes{HalfLife: 86400, Period: 300, Phase: 18, ChargeJobEnd: true}
 	for _, kept := range [][]reweighJob{{later}, {gone, later}} {
 		_, c, db := openRelease(t, srv, releases[1])
-		var vals []string
-		for _, j := range kept {
-			vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,'%s',0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.end, j.tres))
-		}
-		srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table; DELETE FROM v2411_job_table;"+
-			" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0);"+
-			" INSERT INTO v2411_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_start, time_end, tres_alloc, deleted) VALUES %s; %s",
-			db, strings.Join(vals, ","), rollJobs([]reweighJob{gone, later}, 8, false)))
+		srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table;"+
+			" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0); %s %s", db, insertJobs(kept), rollJobs([]reweighJob{gone, later}, 8, false)))
 		snap, err := (&Refresher{Cluster: c, Passes: passes, Location: time.UTC}).Refresh(context.Background(), time.Unix(base+86400, 0))
 		if err != nil {
 			t.Fatal(err)
