@@ -558,6 +558,18 @@ func RawByKey(out *shares.Table) map[Key]float64 {
 	return raw
 }
 
+// RawOfTree is t's RawUsage by association, as RawByKey is a report's: a
+// database's tree standing for the usage slurmctld computed a pass's
+// values from (Input.PassRaw).
+func RawOfTree(t *fairshare.Tree) map[Key]float64 {
+	raw := make(map[Key]float64, t.Len())
+	for i := range t.Len() {
+		a := t.Association(i)
+		raw[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = a.RawUsage
+	}
+	return raw
+}
+
 // notYetComputed: slurmctld leaves NormUsage unset (blank) on
 // associations added since its last decay pass, and their factor at 0 and
 // LevelFS at 0 until the pass; that is not drift.
