@@ -80,6 +80,15 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		// when it was dumped, which nothing here tells
 		in.ReadAt = readAt
 	}
+	if pass, ok := in.SincePass(window); ok && d.PassRaw == nil {
+		// the values slurmctld computed at its last pass, against the
+		// usage they were computed from: the database just after it
+		at, err := e.Refresh(ctx, set.Cluster(c.Cluster), pass.Add(in.PassClear()))
+		if err != nil {
+			return err
+		}
+		d.PassRaw, d.PassGap = drift.RawOfTree(at.Tree), in.PassClear()
+	}
 	rep, err := d.Compare(in)
 	if pass, near := in.PassNear(window); near && err == nil && d.PassRaw == nil {
 		rep, err = c.compareSides(ctx, e, set.Cluster(c.Cluster), d, in, pass)

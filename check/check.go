@@ -49,9 +49,10 @@ type Replay struct {
 
 // Compare replays one report. prevRaw is RawUsage from the report taken
 // before slurmctld's last decay pass (nil: none; then the one-pass lag
-// is inferred from the report itself, drift.Input's InferLag). Errors
-// start with name.
-func (c Replay) Compare(out *shares.Table, prevRaw map[drift.Key]float64, name string) (*drift.Report, error) {
+// is inferred from the report itself, drift.Input's InferLag); passRaw
+// from the first report after that pass (drift.Input.PassRaw; nil: none,
+// or this one). Errors start with name.
+func (c Replay) Compare(out *shares.Table, prevRaw, passRaw map[drift.Key]float64, name string) (*drift.Report, error) {
 	out.FillMissingFactor(c.Dampening)
 	auto := fairshare.AlgorithmClassic
 	if out.Has(shares.LevelFS) {
@@ -59,7 +60,7 @@ func (c Replay) Compare(out *shares.Table, prevRaw map[drift.Key]float64, name s
 	}
 	alg := Pick(c.Algorithm, auto)
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
-		PrevRaw: prevRaw, InferLag: prevRaw == nil}, true)
+		PrevRaw: prevRaw, PassRaw: passRaw, InferLag: prevRaw == nil}, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

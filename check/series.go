@@ -80,13 +80,16 @@ func (s *Series) Add(in sshare.Snapshot) error {
 	}
 	s.n++
 	snap.Index = s.n
-	prevRaw, ref := s.lagReference(in.At, drift.RawByKey(in.Table))
-	snap.LagReference = ref
+	r := s.follow(in)
+	var prevRaw map[drift.Key]float64
+	if ref := r.LagReference(s.period); ref != nil {
+		prevRaw, snap.LagReference = ref.Raw, &ref.ID
+	}
 	name := snap.File
 	if snap.Line > 0 {
 		name = fmt.Sprintf("%s, snapshot at line %d", snap.File, snap.Line)
 	}
-	rep, err := s.replay.Compare(in.Table, prevRaw, name)
+	rep, err := s.replay.Compare(in.Table, prevRaw, r.PassRaw(s.period), name)
 	if err != nil {
 		return err
 	}
@@ -113,19 +116,21 @@ func (s *Series) Add(in sshare.Snapshot) error {
 	return s.write(&snap)
 }
 
-// lagReference takes the next snapshot's RawUsage (taken at at; zero:
-// unknown) and returns its lag reference as serve takes a report's
-// (engine.Reading.LagReference): the RawUsage of the last earlier
-// snapshot whose RawUsage differs, and that snapshot's index, if taken at
-// most 3 periods before (nil: none).
-func (s *Series) lagReference(at time.Time, raw map[drift.Key]float64) (map[drift.Key]float64, *int) {
-	r := &engine.Reading{ID: s.n, At: at, Raw: raw}
+// follow makes the next snapshot a reading after the last, with serve's
+// references (engine.Reading.Follow): the last earlier snapshot whose
+// RawUsage differs (the lag reference, LagReference) and the first after
+// the last decay pass seen (PassRaw), which the values slurmctld computes
+// at a pass were computed from: under AccountingStorageEnforce=limits a
+// job's end raises RawUsage between passes and leaves them. A pass is seen
+// as under limits (drift.PassBetween): a series says nothing of
+// slurm.conf, and without limits a pass shows there too (usage decays);
+// one missed leaves an older reference, which only loosens the bound.
+func (s *Series) follow(in sshare.Snapshot) *engine.Reading {
+	r := &engine.Reading{ID: s.n, At: in.At, Out: in.Table, Raw: drift.RawByKey(in.Table)}
+	r.Pass = s.last != nil && drift.PassBetween(s.last.Out, in.Table, true)
 	r.Follow(s.last)
 	s.last = r
-	if ref := r.LagReference(s.period); ref != nil {
-		return ref.Raw, &ref.ID
-	}
-	return nil, nil
+	return r
 }
 
 func (s *Series) open() error {

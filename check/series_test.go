@@ -221,7 +221,7 @@ func TestSeriesNotYetComputed(t *testing.T) {
 // the same snapshot with a FairShare that no lag gives (between the
 // replay's and the one a pass behind) drifts.
 func TestLoneRunningClassic(t *testing.T) {
-	rep, err := auto.Compare(capture(t, running1, time.Time{}).Table, nil, running1)
+	rep, err := auto.Compare(capture(t, running1, time.Time{}).Table, nil, nil, running1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestLoneRunningClassic(t *testing.T) {
 	}
 
 	const from, to = "   inorg|ivan|1|0.275482|38718|0.174253|0.333859|0.431698|", "   inorg|ivan|1|0.275482|38718|0.174253|0.333859|0.428000|"
-	rep, err = auto.Compare(capture(t, running1, time.Time{}, from, to).Table, nil, running1)
+	rep, err = auto.Compare(capture(t, running1, time.Time{}, from, to).Table, nil, nil, running1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestSeriesOneSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		ok, err := s.Finish()
-		rep, rerr := auto.Compare(capture(t, idle, time.Time{}).Table, nil, idle)
+		rep, rerr := auto.Compare(capture(t, idle, time.Time{}).Table, nil, nil, idle)
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
@@ -290,11 +290,45 @@ func TestPick(t *testing.T) {
 	if got := Pick("classic", fairshare.AlgorithmFairTree); got != fairshare.AlgorithmClassic {
 		t.Errorf("classic: %s", got)
 	}
-	rep, err := Replay{Algorithm: "depth_oblivious", Dampening: 1, Tolerance: auto.Tolerance}.Compare(capture(t, idle, time.Time{}).Table, nil, idle)
+	rep, err := Replay{Algorithm: "depth_oblivious", Dampening: 1, Tolerance: auto.Tolerance}.Compare(capture(t, idle, time.Time{}).Table, nil, nil, idle)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Algorithm != "depth_oblivious" || !strings.HasSuffix(rep.Note, DepthObliviousNote) {
 		t.Errorf("algorithm %q note %q", rep.Algorithm, rep.Note)
+	}
+}
+
+// TestSeriesJobEndBetweenPasses: under AccountingStorageEnforce=limits
+// slurmctld charges a job's last interval to RawUsage at its end, and
+// computes NormUsage, EffectvUsage, LevelFS and FairShare only at the next
+// pass. A series judges those against the usage of the first snapshot
+// after the last pass (engine.Reading.PassRaw), as serve does: a job end
+// between passes is no drift; a value no usage since the pass explains
+// still is. Real 22.05 Fair Tree under limits (history limits-1h,
+// moment 02), a minute's period, snapshots every 20 s.
+func TestSeriesJobEndBetweenPasses(t *testing.T) {
+	const rec = "../recordings/history/22.05/limits-1h/02/sshare-a-l-P-m.txt"
+	t0 := time.Unix(1_795_723_200, 0)
+	before := capture(t, rec, t0.Add(-20*time.Second))
+	for i := range before.Table.Rows {
+		before.Table.Rows[i].RawUsage *= 1.0116 // a minute before the pass, at a 1 h half-life
+	}
+	atPass := capture(t, rec, t0)
+	// chem/dave's job ends: 3000 billing-seconds to dave, chem and root
+	ended := []string{"chem|dave||0|0.000000|2559|", "chem|dave||0|0.000000|5559|",
+		" chem|||60|0.576923|38969|", " chem|||60|0.576923|41969|", "root||||0.000000|163807|", "root||||0.000000|166807|"}
+	for _, c := range []struct {
+		name  string
+		later sshare.Snapshot
+		ok    bool
+	}{
+		{"a job end since the pass", capture(t, rec, t0.Add(20*time.Second), ended...), true},
+		{"a NormUsage no usage explains", capture(t, rec, t0.Add(20*time.Second), "chem|dave||0|0.000000|2559|0.015625|", "chem|dave||0|0.000000|2559|0.031250|"), false},
+	} {
+		ok, out := runSeries(t, time.Minute, before, atPass, c.later)
+		if last := out.Snapshots[2]; last.OK != c.ok || !out.Snapshots[0].OK || !out.Snapshots[1].OK || ok != c.ok {
+			t.Errorf("%s: snapshots ok %v %v %v, want true true %v; last counts %v", c.name, out.Snapshots[0].OK, out.Snapshots[1].OK, last.OK, c.ok, last.Summary.Counts)
+		}
 	}
 }

@@ -143,12 +143,23 @@ type Tails struct {
 // sets in vals (RankMin/RankMax; ties keep slurmctld's order when
 // tieOrderKnown, and their range otherwise).
 func (e PassError) FactorBounds(t *fairshare.Tree, alg fairshare.Algorithm, vals []fairshare.Values, resolution, damp float64, tieOrderKnown bool) []float64 {
-	return factorBounds(t, e.Parts(t), alg, vals, resolution, damp, tieOrderKnown)
+	return factorBounds(t, e.Parts(t), alg, vals, resolution, damp, tieOrderKnown, 0)
 }
 
-// factorBounds is FactorBounds from parts, e.Parts(t).
-func factorBounds(t *fairshare.Tree, parts []result.UsageBound, alg fairshare.Algorithm, vals []fairshare.Values, resolution, damp float64, tieOrderKnown bool) []float64 {
-	b := t.UsageBounds(alg, vals, resolution, charge(parts), damp)
+// factorBounds is FactorBounds from parts, e.Parts(t), each account's
+// usage known to accountTol of it more (relative): the usage part judges
+// an account ok within the usage tolerance, so the order of sibling
+// accounts that much apart is not known either, and a swap of them moves
+// every user below (Fair Tree ranks users account by account, down the
+// path: RankIntervals carries the ancestors' overlaps to them).
+func factorBounds(t *fairshare.Tree, parts []result.UsageBound, alg fairshare.Algorithm, vals []fairshare.Values, resolution, damp float64, tieOrderKnown bool, accountTol float64) []float64 {
+	extra := charge(parts)
+	for i := range extra {
+		if a := t.Association(i); !a.IsUser() {
+			extra[i] += accountTol * a.RawUsage
+		}
+	}
+	b := t.UsageBounds(alg, vals, resolution, extra, damp)
 	out := make([]float64, len(b))
 	if alg != fairshare.AlgorithmFairTree {
 		for i := range b {
@@ -506,7 +517,7 @@ func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairsh
 // are not judged.
 func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values, replayed, spare []Side) (repSide, dbSide []Side) {
 	parts := in.Pass.Parts(in.DB)
-	factorErr := factorBounds(in.DB, parts, in.Algorithm, own, shares.UsageResolution, in.Dampening, in.TieOrderKnown)
+	factorErr := factorBounds(in.DB, parts, in.Algorithm, own, shares.UsageResolution, in.Dampening, in.TieOrderKnown, in.Tolerance.Usage)
 	dbSide, repSide = fromTree(spare, in.DB, own, nil), replayed
 	notJudged := Num(math.Inf(1)) // follow from raw usage; the factor and rank carry their effect
 	for i := range dbSide {
@@ -566,6 +577,18 @@ func RawByKey(out *shares.Table) map[Key]float64 {
 	raw := make(map[Key]float64, len(out.Rows))
 	for _, r := range out.Rows {
 		raw[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
+	}
+	return raw
+}
+
+// RawOfTree is t's RawUsage by association, as RawByKey is a report's: a
+// database's tree standing for the usage slurmctld computed a pass's
+// values from (Input.PassRaw).
+func RawOfTree(t *fairshare.Tree) map[Key]float64 {
+	raw := make(map[Key]float64, t.Len())
+	for i := range t.Len() {
+		a := t.Association(i)
+		raw[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = a.RawUsage
 	}
 	return raw
 }

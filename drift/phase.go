@@ -1,6 +1,9 @@
 package drift
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 const (
 	// phaseTarget is the window width (beyond read durations) at which the pass
@@ -47,6 +50,14 @@ type PhaseTracker struct {
 	// whose usage differed from the one before: passes that change
 	// nothing (an idle cluster) leave nothing to infer (quiet)
 	first, changed time.Time
+	// belief is a window kept from before the reads (Seed): where a pass
+	// fell, as an earlier run's reads pinned it. It is not the tracker's
+	// window until a bracket confirms it, and the first bracket that fits
+	// none of its occurrences drops it (dropped says why, until Dropped):
+	// a file that still parses may say anything.
+	belief   [2]time.Time
+	believed bool
+	dropped  string
 }
 
 type phaseRead struct {
@@ -104,7 +115,45 @@ func (p *PhaseTracker) Observe(start, end time.Time, usage uint64) {
 		}
 		return
 	}
-	p.bracket(prev.start, end, prev.end.Equal(p.confirmed))
+	if !p.judgeBelief(prev.start, end) {
+		p.bracket(prev.start, end, prev.end.Equal(p.confirmed))
+	}
+}
+
+// judgeBelief weighs the belief (Seed) against a pass in (a, b]: a narrow
+// bracket that overlaps one of its occurrences confirms it, and the
+// window becomes their intersection, known at once (adopted); a bracket
+// that overlaps none drops it; a wide one that overlaps it says nothing.
+func (p *PhaseTracker) judgeBelief(a, b time.Time) (adopted bool) {
+	if !p.believed {
+		return false
+	}
+	lo, hi := p.belief[0], p.belief[1]
+	k := phaseRound(phaseMid(a, b).Sub(phaseMid(lo, hi)), p.Period)
+	for j := k - 1; j <= k+1; j++ {
+		l, h := phaseLater(a, lo.Add(j*p.Period)), phaseEarlier(b, hi.Add(j*p.Period))
+		if h.Before(l) {
+			continue
+		}
+		if b.Sub(a) >= p.Period/2 {
+			return false
+		}
+		p.lo, p.hi, p.valid, p.conflicts, p.prior, p.believed = l, h, true, 0, false, false
+		p.agreed, p.confirmed = max(p.agreed, p.Confirm), b
+		return true
+	}
+	p.believed = false
+	p.dropped = fmt.Sprintf("a pass between reads at %s and %s, outside every period's window %s to %s",
+		a.UTC().Format(time.RFC3339Nano), b.UTC().Format(time.RFC3339Nano), lo.UTC().Format(time.RFC3339Nano), hi.UTC().Format(time.RFC3339Nano))
+	return false
+}
+
+// Dropped says what contradicted the belief Seed gave, once, when a
+// bracket dropped it ("" otherwise).
+func (p *PhaseTracker) Dropped() string {
+	why := p.dropped
+	p.dropped = ""
+	return why
 }
 
 // spans reports whether (a, b), less than half a period long, holds a
@@ -210,13 +259,15 @@ func (p *PhaseTracker) Pass(t time.Time) (pass time.Time, uncertainty time.Durat
 	return m.Add(phaseFloor(t.Sub(m), p.Period) * p.Period), p.hi.Sub(m), true
 }
 
-// Seed starts the tracker from a phase known before its reads: a pass at
+// Seed gives the tracker a phase believed before its reads: a pass at
 // pass, give or take uncertainty, of the same boot and period (serve keeps
-// it across its restarts). Later brackets narrow it, or, if they do not
-// fit it, replace it as they would a window of the tracker's own.
+// it across its restarts). A belief is not evidence: a saved file edited
+// or copied from elsewhere still parses. Until a bracket confirms it,
+// Pass says what the reads alone say (judging a healthy cluster against
+// a wrong phase flags it); the first bracket that contradicts it drops it
+// (Dropped).
 func (p *PhaseTracker) Seed(pass time.Time, uncertainty time.Duration) {
-	p.lo, p.hi, p.valid, p.conflicts, p.agreed, p.prior = pass.Add(-uncertainty), pass.Add(uncertainty), true, 0, p.Confirm, false
-	p.confirmed = p.lo
+	p.belief, p.believed, p.dropped = [2]time.Time{pass.Add(-uncertainty), pass.Add(uncertainty)}, true, ""
 }
 
 // BootPhase is where slurmctld's passes fall after its boot, the window

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -452,5 +453,72 @@ func TestPhaseQuiet(t *testing.T) {
 			t.Errorf("boot %v: a phase known with no pass ever seen", boot)
 		}
 		t.Logf("boot %v: %d reads in 12 periods, %d in the last 9", boot, len(reads), late)
+	}
+}
+
+// TestPhaseSeedIsABelief: a phase kept from an earlier run (Seed) is a
+// belief. Until a bracket confirms it the tracker says what its reads
+// alone say, read for read, as a twin without it does; a wrong one (the
+// saved pass 30 s off, as an edited file had it) is never the phase
+// judged with, and the first bracket that contradicts it drops it, saying
+// what contradicted it; a right one is adopted at the first bracket.
+func TestPhaseSeedIsABelief(t *testing.T) {
+	boot := simBase.Add(-17 * time.Minute)
+	phase := boot.Add(time.Second)
+	const u = 1590 * time.Millisecond
+	for _, c := range []struct {
+		name  string
+		off   time.Duration // of the belief from the passes
+		right bool
+		boot  bool // the tracker also knows slurmctld's boot
+	}{
+		{"right, boot known", 0, true, true},
+		{"30 s late, boot known", 30 * time.Second, false, true},
+		{"30 s late, boot unknown", 30 * time.Second, false, false},
+		{"5 s early, boot known", -5 * time.Second, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &phaseSim{}
+			s.addPasses(phase, simBase.Add(-simPeriod), simBase.Add(30*simPeriod))
+			d := &phaseDriver{t: t, p: &PhaseTracker{Period: simPeriod, Confirm: 1}, s: s, dur: 50 * time.Millisecond, interval: simPeriod, rnd: rand.New(rand.NewSource(1))}
+			twin := &PhaseTracker{Period: simPeriod, Confirm: 1}
+			if c.boot {
+				d.p.SeedBoot(boot)
+				twin.SeedBoot(boot)
+			}
+			d.p.Seed(phase.Add(c.off+11*simPeriod), u)
+			judged := false // a bracket confirmed or dropped the belief
+			var dropped string
+			for d.start.Sub(simBase) < 6*simPeriod {
+				if d.reads == 0 {
+					d.read(simBase)
+				} else {
+					d.step()
+				}
+				twin.Observe(d.start, d.end, d.s.usage(d.end))
+				dropped += d.p.Dropped()
+				pass, pu, ok := d.p.Pass(d.end)
+				if judged = judged || !d.p.believed; !judged {
+					if tp, tu, tok := twin.Pass(d.end); tok != ok || !tp.Equal(pass) || tu != pu {
+						t.Fatalf("at %v, the belief unjudged: Pass %v ±%v %v, without it %v ±%v %v", d.end.Sub(simBase), pass, pu, ok, tp, tu, tok)
+					}
+				}
+				if ok && !d.holds(phase) {
+					t.Fatalf("at %v: phase known as %v ±%v, missing the passes", d.end.Sub(simBase), pass.Sub(phase)%simPeriod, pu)
+				}
+			}
+			if !judged {
+				t.Fatal("no bracket judged the belief in 6 periods")
+			}
+			if _, _, ok := d.p.Pass(d.end); !ok {
+				t.Error("phase not known after 6 periods")
+			}
+			if c.right != (dropped == "") {
+				t.Errorf("dropped %q; want it dropped: %v", dropped, !c.right)
+			}
+			if !c.right && !strings.Contains(dropped, "a pass between reads at") {
+				t.Errorf("dropped %q: want the bracket that contradicted it named", dropped)
+			}
+		})
 	}
 }

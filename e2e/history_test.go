@@ -481,3 +481,47 @@ func halfLifeSeconds(t *testing.T, hl string) float64 {
 	}
 	return float64(((d*24+h)*60+m)*60 + s)
 }
+
+// TestHistoryJobEndReplay: under AccountingStorageEnforce=limits
+// slurmctld charges a job's end to RawUsage at once and computes the other
+// columns at its next pass. check in database mode judges them against
+// the usage they were computed from, the database just after the last
+// pass (engine.Inputs.SincePass): a report read 30 s after real 22.05's
+// pass (Fair Tree, history limits-1h 01) showing alice's job end (20,000
+// billing-seconds to alice, phys and root) has no formula drift; the
+// database does not hold that job, so usage drift shows it.
+func TestHistoryJobEndReplay(t *testing.T) {
+	dir := filepath.Join(recordings, "history", "22.05", "limits-1h", "01")
+	l := newReplayer(t).load(t, dir)
+	b, err := os.ReadFile(l.in(slurmharness.CaptureSshare))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, e := range [][2]string{{"phys|alice||1|0.333333|98076|", "phys|alice||1|0.333333|118076|"},
+		{" phys|||40|0.384615|116763|", " phys|||40|0.384615|136763|"}, {"root||||0.000000|184398|", "root||||0.000000|204398|"}} {
+		if !strings.Contains(text, e[0]) {
+			t.Fatalf("no %q in the capture", e[0])
+		}
+		text = strings.Replace(text, e[0], e[1], 1)
+	}
+	edited := filepath.Join(t.TempDir(), "sshare.txt")
+	if err := os.WriteFile(edited, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := fmt.Sprintf("%.6f/%.6f", l.moment.Read[0]+30, l.moment.Read[1]+30)
+	_, rep, stderr := checkJSON(t, l.env(), append(append(l.inputs(), l.boot()...), "--sshare-file", edited, "--at", later)...)
+	if rep.Formula == nil {
+		t.Fatalf("no formula report: %s", stderr)
+	}
+	if n := rep.Formula.Summary.Counts[drift.StatusDrift]; n != 0 {
+		for _, e := range rep.Formula.Associations {
+			if e.Status == drift.StatusDrift {
+				t.Errorf("%s/%s: formula drift %v (bound %v)", e.Account, e.User, e.Drift, e.Bound)
+			}
+		}
+	}
+	if n := rep.Summary.Counts[drift.StatusDrift]; n == 0 {
+		t.Error("the job end the database does not hold: no usage drift")
+	}
+}

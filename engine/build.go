@@ -419,6 +419,27 @@ func (in *Inputs) PassNear(read *[2]time.Time) (pass time.Time, ok bool) {
 	return time.Unix(0, int64(p*1e9)), p >= start-w
 }
 
+// SincePass is slurmctld's last pass before the read (nil: at the
+// moment in was computed for), when jobs may have ended since and been
+// charged to RawUsage, which the values computed at the pass do not
+// follow (drift.Input.PassRaw): under AccountingStorageEnforce=limits,
+// the phase known and the read clear of the pass (ok false otherwise).
+func (in *Inputs) SincePass(read *[2]time.Time) (pass time.Time, ok bool) {
+	if !in.Passes.ChargeJobEnd || in.Phase.Source == result.PhaseUnknown || in.Passes.Period <= 0 {
+		return pass, false
+	}
+	if _, near := in.PassNear(read); near {
+		return pass, false
+	}
+	end := in.Computed
+	if read != nil {
+		end = read[0]
+	}
+	p := in.Passes.LastPass(float64(end.UnixNano()) / 1e9)
+	pass = time.Unix(0, int64(p*1e9))
+	return pass, pass.Add(in.PassClear()).Before(end)
+}
+
 // PassClear is how far from a pass PassNear gave a rebuild must be to
 // fall on one side of it: the phase's uncertainty and a moment. check
 // rebuilds either side of it, serve the side after it a read showed.

@@ -183,6 +183,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	l.lost(r)
 	l.report = r
 	l.source("reported", true, l.e.now()) // wall time: a health timestamp, whatever the clock
+	l.e.forgetPasses(l.e.o.tracker)
 	if m, ok := l.e.o.tracker.Memory(); ok && m != l.kept {
 		l.e.keepPasses(m)
 		l.kept = m

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/regular"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/sealed"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
@@ -30,15 +31,22 @@ func (e *Engine) storageFile(cluster, suffix string) string {
 	return filepath.Join(e.o.storagePath, cluster+suffix)
 }
 
-// maxPassFile bounds what a saved pass phase may be: a line of JSON.
+// maxPassFile bounds what a saved pass phase may be: a header and a line
+// of JSON.
 const maxPassFile = 4 << 10
 
+// passFile is the saved pass phase's framing: a file that still parses
+// after an edit or a torn copy would otherwise be taken for the phase the
+// reads pinned. Format 1 is PassMemory in JSON; the files of before it
+// (JSON alone) are refused once and replaced at the next save.
+var passFile = sealed.Kind{Magic: "slurmdbd_exporter passes\n", Format: 1, What: "saved pass phase"}
+
 // recallPasses gives the tracker the pass phase an earlier run kept for
-// slurm.conf's cluster: the tracker takes it if slurmctld still runs the
-// boot it was pinned for. A file that cannot be read is logged and left
-// for the next save to replace.
+// slurm.conf's cluster: the tracker takes it, as a belief the reads must
+// confirm, if slurmctld still runs the boot it was pinned for. A file
+// that cannot be read is logged and left for the next save to replace.
 func (e *Engine) recallPasses(t *Tracker) {
-	path := e.storageFile(e.conf.ClusterName, ".passes")
+	path := e.passesPath()
 	if path == "" {
 		return
 	}
@@ -47,25 +55,50 @@ func (e *Engine) recallPasses(t *Tracker) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
+	if err == nil {
+		b, err = passFile.Open(bytes.NewReader(b), maxPassFile)
+	}
 	var m PassMemory
 	if err == nil {
 		err = json.Unmarshal(b, &m)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, sealed.ErrUnsealed):
+		e.o.log.Warn().Err(err).Str("file", path).Msg("saved pass phase without a checksum (written by an older version) not used: inferring it from the reads; the next save replaces it")
+		return
+	case err != nil:
 		e.o.log.Warn().Err(err).Str("file", path).Msg("saved pass phase not used: inferring it from the reads")
 		return
 	}
 	t.Recall(m)
 }
 
+// passesPath is where slurm.conf's cluster's pass phase is kept ("": not
+// kept).
+func (e *Engine) passesPath() string { return e.storageFile(e.conf.ClusterName, ".passes") }
+
+// forgetPasses says why the reads dropped a recalled pass phase (Tracker.Dropped),
+// if they did.
+func (e *Engine) forgetPasses(t *Tracker) {
+	if why := t.Dropped(); why != "" {
+		e.o.log.Warn().Str("file", e.passesPath()).Str("contradicted_by", why).Msg("saved pass phase dropped: a read contradicted it; inferring the phase from the reads")
+	}
+}
+
 // keepPasses saves the pass phase the tracker pinned, when it changed
 // since the last save (once per boot, in practice).
 func (e *Engine) keepPasses(m PassMemory) {
-	path := e.storageFile(e.conf.ClusterName, ".passes")
+	path := e.passesPath()
 	if path == "" {
 		return
 	}
-	err := writeAtomic(path, func(w *bufio.Writer) error { return json.NewEncoder(w).Encode(m) })
+	err := writeAtomic(path, func(w *bufio.Writer) error {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return passFile.Seal(w, append(b, '\n'))
+	})
 	if err != nil {
 		e.o.log.Warn().Err(err).Str("file", path).Msg("saving the pass phase for the next start (--storage.path)")
 	}

@@ -86,12 +86,24 @@ func (t *Tracker) Memory() (m PassMemory, ok bool) {
 	return PassMemory{Boot: t.boot, Pass: pass, Uncertainty: u, Period: t.period}, ok
 }
 
-// Recall gives the tracker a phase kept from before: it seeds the
-// inference if the first read shows the same boot and period.
+// Recall gives the tracker a phase kept from before: a belief the reads
+// confirm or drop (drift.PhaseTracker.Seed), if the first read shows the
+// same boot and period.
 func (t *Tracker) Recall(m PassMemory) {
 	t.mu.Lock()
 	t.recalled = &m
 	t.mu.Unlock()
+}
+
+// Dropped says what contradicted the recalled phase, once, when a read
+// dropped it ("" otherwise).
+func (t *Tracker) Dropped() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.t == nil {
+		return ""
+	}
+	return t.t.Dropped()
 }
 
 // TrackerConfig says how to read the reports.

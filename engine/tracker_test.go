@@ -1,10 +1,17 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -95,45 +102,98 @@ func TestReadAfterPass(t *testing.T) {
 	}
 }
 
-// TestPassMemory (issue 30): the phase one boot's reads pinned survives
-// serve's restart (--storage.path): a tracker that recalls it knows the
-// passes at its first read of that boot, and not of another boot.
+// TestPassMemory: the phase one boot's reads pinned survives serve's
+// restart (--storage.path), sealed (internal/sealed), as a belief: a
+// tracker that recalls it judges as without it until its first bracket of
+// a pass, which confirms it (known at once, to the saved uncertainty) or
+// drops it (Dropped names the bracket); another boot's is not taken.
 func TestPassMemory(t *testing.T) {
 	boot := time.Unix(1_800_000_000, 0)
 	pass := boot.Add(17 * time.Second)
 	tree := fairshare.Synthetic(20, 3, 1)
 	table := shares.Of(tree, tree.FairTree())
-	read := func(at, boot time.Time) *Reading {
-		return &Reading{Out: table, Raw: drift.RawByKey(table), Start: at, End: at.Add(time.Second), At: at.Add(time.Second / 2), Boot: boot}
+	decayed := decayedTable(table, 0.9)
+	read := func(at, boot time.Time, tab *shares.Table) *Reading {
+		return &Reading{Out: tab, Raw: drift.RawByKey(tab), Start: at, End: at.Add(time.Second), At: at.Add(time.Second / 2), Boot: boot}
 	}
 	conf := TrackerConfig{Period: time.Minute, Confirm: 1}
-	t1 := NewTracker(conf)
-	t1.observe(read(boot.Add(10*time.Minute), boot), true)
-	if _, ok := t1.Memory(); ok {
-		t.Fatal("a memory before the phase is pinned")
-	}
-	t1.t.Seed(pass.Add(9*time.Minute), 500*time.Millisecond) // as reads pin it
-	m, ok := t1.Memory()
-	if !ok || !m.Pass.Equal(pass) || m.Uncertainty != 500*time.Millisecond || !m.Boot.Equal(boot) {
-		t.Fatalf("memory %+v %v, want the boot's first pass %v ±0.5s", m, ok, pass)
-	}
-	// kept and read back as serve does across its restart
+	m := PassMemory{Boot: boot, Pass: pass, Uncertainty: 500 * time.Millisecond, Period: time.Minute}
 	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(t.TempDir()))
 	e.keepPasses(m)
 	for _, c := range []struct {
-		boot time.Time
-		want bool
-	}{{boot, true}, {boot.Add(time.Hour), false}} {
+		name    string
+		boot    time.Time
+		passes  time.Time // where slurmctld's passes fall
+		known   bool      // after the bracket
+		u       time.Duration
+		dropped bool
+	}{
+		{"same boot, right", boot, pass, true, 500 * time.Millisecond, false},
+		{"same boot, 30 s off", boot, pass.Add(30 * time.Second), false, 0, true},
+		{"another boot", boot.Add(time.Hour), pass, false, 0, false},
+	} {
 		t2 := NewTracker(conf)
 		e.recallPasses(t2)
-		at := boot.Add(2 * time.Hour)
-		t2.observe(read(at, c.boot), true)
-		got, u, ok := t2.pass(true, at)
-		if ok != c.want {
-			t.Errorf("boot %v: phase known %v, want %v", c.boot, ok, c.want)
+		at := c.passes.Add(2*time.Hour - 1500*time.Millisecond)
+		t2.observe(read(at, c.boot, table), true)
+		if _, _, ok := t2.pass(true, at); ok {
+			t.Errorf("%s: phase known at the first read, before any bracket confirmed the saved one", c.name)
 		}
-		if ok && (got.Sub(pass)%time.Minute != 0 || u != 500*time.Millisecond) {
-			t.Errorf("recalled pass %v ±%v: want one of %v's schedule ±0.5s", got, u, pass)
+		// a read just after the pass: a bracket of it 2.5 s wide
+		at = at.Add(1500 * time.Millisecond)
+		t2.observe(read(at, c.boot, decayed), true)
+		got, u, ok := t2.pass(true, at.Add(time.Second))
+		if ok != c.known || ok && (got.Sub(c.passes)%time.Minute != 0 || u != c.u) {
+			t.Errorf("%s: phase %v ±%v known %v; want known %v, on %v's schedule ±%v", c.name, got, u, ok, c.known, c.passes, c.u)
+		}
+		if why := t2.Dropped(); (why != "") != c.dropped {
+			t.Errorf("%s: dropped %q, want dropped %v", c.name, why, c.dropped)
+		}
+	}
+}
+
+// decayedTable is tab with every RawUsage times f: a decay pass.
+func decayedTable(tab *shares.Table, f float64) *shares.Table {
+	d := *tab
+	d.Rows = slices.Clone(tab.Rows)
+	for i := range d.Rows {
+		d.Rows[i].RawUsage *= f
+	}
+	return &d
+}
+
+// TestPassFileSealed: a saved pass phase is used only as written: an
+// edit that keeps it valid JSON, a file of the format before the header
+// (JSON alone: warned by name, once, as the next save replaces it), are
+// not recalled.
+func TestPassFileSealed(t *testing.T) {
+	var logs bytes.Buffer
+	dir := t.TempDir()
+	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(dir), WithLogger(zerolog.New(&logs)))
+	m := PassMemory{Boot: time.Unix(1_800_000_000, 0), Pass: time.Unix(1_800_000_017, 0), Uncertainty: time.Second, Period: time.Minute}
+	e.keepPasses(m)
+	path := filepath.Join(dir, "c.passes")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := json.Marshal(m)
+	for _, c := range []struct {
+		name, data, want string
+		recalled         bool
+	}{
+		{"as saved", string(good), "", true},
+		{"pass moved 30 s, still JSON", strings.Replace(string(good), ":17Z", ":47Z", 1), "changed since it was written", false},
+		{"JSON alone", string(plain), "saved pass phase without a checksum", false},
+	} {
+		if err := os.WriteFile(path, []byte(c.data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		tr := NewTracker(TrackerConfig{Period: time.Minute})
+		e.recallPasses(tr)
+		if (tr.recalled != nil) != c.recalled || c.want != "" && !strings.Contains(logs.String(), c.want) {
+			t.Errorf("%s: recalled %v (want %v), logs %s; want them saying %q", c.name, tr.recalled != nil, c.recalled, logs.String(), c.want)
 		}
 	}
 }
