@@ -103,6 +103,11 @@ type PassError struct {
 	// just after a pass, before the pass reached them
 	// (fairshare.Passes.LockWait), per association (nil: none).
 	TailLost []float64
+	// SincePass is how long, in seconds, before the report slurmctld's
+	// last pass may have been under AccountingStorageEnforce=limits (0:
+	// not), the time job ends may have raised RawUsage in since the
+	// values computed at the pass.
+	SincePass float64
 	// Unrecorded is how long, in seconds, before the report slurmctld
 	// may have charged a job's end that the database does not hold yet:
 	// under AccountingStorageEnforce=limits it charges a job's last
@@ -632,13 +637,13 @@ func widenForLag(rt *fairshare.Tree, replay, bounds []fairshare.Values, prevRaw 
 // pass and the read of PassRaw may have charged into it (nil: nothing to
 // allow): their rate, from the database's running jobs, times PassGap.
 // Without PassRaw (no pass seen since serve started) the report's own
-// usage holds the ends charged since the pass (under limits,
-// Pass.Unrecorded long): seen in the demo's first minutes, 21 Fair Tree
-// level_fs beyond tolerance on a healthy cluster.
+// usage holds the ends charged since the pass (Pass.SincePass long):
+// seen in the demo's first minutes, 21 Fair Tree level_fs beyond
+// tolerance on a healthy cluster.
 func (in *Input) passGapCharge(rt *fairshare.Tree) []float64 {
 	gap := in.PassGap
 	if in.PassRaw == nil {
-		gap = in.Pass.Unrecorded
+		gap = in.Pass.SincePass
 	}
 	if gap <= 0 || in.DB == nil || in.Pass.Running == nil {
 		return nil

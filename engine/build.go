@@ -381,12 +381,15 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	}
 	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
 		Period: in.Passes.Period, BootUsage: in.BootUsage, Unpriced: in.Unpriced}
-	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 && !in.EndsRecorded(read) {
+	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
 		at := float64(in.Computed.UnixNano()) / 1e9
 		if read != nil {
 			at = float64(read[1].UnixNano()) / 1e9
 		}
-		pe.Unrecorded = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
+		pe.SincePass = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
+		if !in.EndsRecorded(read) {
+			pe.Unrecorded = pe.SincePass
+		}
 	}
 	return pe
 }

@@ -171,6 +171,15 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		return // shutting down: a read cut short is no failure of the source
 	}
 	l.e.stage(StageReported, r.Took, r.Err)
+	if r.Err == nil && l.e.conf.EnforceLimits() {
+		// the report is taken up once the ends slurmctld charged by then
+		// are recorded, and the database read at its moment holds them
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.e.o.clock.until(r.End.Add(RecordDelay))):
+		}
+	}
 	if r.Err != nil {
 		l.e.o.log.Error().Err(r.Err).Msg("reading what Slurm reports")
 		l.source("reported", false, time.Time{})
@@ -189,16 +198,8 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		l.kept = m
 	}
 	// compare with the database's usage at the moment of the report:
-	// usage moves at every decay pass; read once the ends slurmctld
-	// charged by the report are recorded
+	// usage moves at every decay pass
 	sv := l.served[l.e.conf.ClusterName]
-	if l.e.conf.EnforceLimits() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(l.e.o.clock.until(r.End.Add(RecordDelay))):
-		}
-	}
 	in, err := l.e.refreshAtReport(ctx, r.At)
 	if err != nil && ctx.Err() == nil {
 		l.e.o.log.Error().Err(err).Msg("refresh from the database at the moment of the report")
