@@ -172,7 +172,8 @@ func TestDiagnosis(t *testing.T) {
 // TestNamedWorst: of two users reset (hank's usage all gone, ivan's a
 // tenth), one named keeps hank; both named, hank comes first, with his
 // raw_usage drift relative to the larger side (all of it: 1) and signed
-// (slurmctld holds less: positive).
+// (slurmctld holds less: positive); no account is named, and no more than
+// two series an association.
 func TestNamedWorst(t *testing.T) {
 	out := capture(t, "slurm-22.05/running-classic-1.txt")
 	assocs, err := out.Associations()
@@ -203,6 +204,10 @@ func TestNamedWorst(t *testing.T) {
 			if n.User == "" {
 				t.Errorf("an account named: %+v", n)
 			}
+		}
+		// the series budget: at most raw_usage and fairshare per named
+		if len(c.Named) > 2*tc.named {
+			t.Errorf("named %d: %d series, over the budget of %d", tc.named, len(c.Named), 2*tc.named)
 		}
 		if !slices.Equal(users, tc.users) {
 			t.Errorf("named %d: %v, want %v (%+v)", tc.named, users, tc.users, c.Named)
