@@ -101,7 +101,9 @@ func TestDashboards(t *testing.T) {
 
 // emptyBeforeFaults: the panels of the demo that are empty until its first
 // fault (a healthy cluster's).
-func emptyBeforeFaults(panel string) bool { return panel == "Last usage losses" || emptyWhenHealthy(panel) }
+func emptyBeforeFaults(panel string) bool {
+	return panel == "Last usage losses" || emptyWhenHealthy(panel)
+}
 
 // emptyWhenHealthy: the panels that are empty whenever nothing drifts,
 // after the faults too (TestDemoAlerts sees them filled during one).
