@@ -58,7 +58,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		// read live: the tracker that read it knows the phase
 		opts = append(opts, engine.WithTracker(r.tracker))
 		window = &[2]time.Time{r.Start, r.End}
-		d.PassRaw, d.PassGap = r.PassRaw(0), r.PassGap
+		d.PassRaw, d.PassGap, d.Losses = r.PassRaw(0), r.PassGap, r.Losses
 	}
 	if window != nil {
 		at = window[0].Add(window[1].Sub(window[0]) / 2)

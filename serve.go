@@ -53,6 +53,7 @@ type serveCmd struct {
 	ReportedInterval time.Duration `name:"reported.interval" help:"How often to read what Slurm reports (default: PriorityCalcPeriod). The reads are timed around slurmctld's decay passes, at most three a period; an interval under a third of the period lifts that cap."`
 	ReportedStale    int           `name:"reported.stale-intervals" default:"3" help:"Withdraw the reported values and their drift once the last good report is this many --reported.interval old."`
 	cli.DriftFlags
+	NamedAssociations int `name:"drift.named-associations" default:"10" help:"Name this many user associations drifting the most on usage, and those on one side only, in slurmdbd_fairshare_drift_association (0: none)."`
 	cli.MauiFlags
 
 	Users          bool   `name:"collector.users" default:"true" negatable:"" help:"Export user associations (--no-collector.users: accounts only)."`
@@ -223,7 +224,7 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 // options are the engine's options serve and its demo share.
 func (s *serveCmd) options(log zerolog.Logger) []engine.Option {
 	opts := []engine.Option{engine.WithLogger(log), engine.WithMaui(s.Config(), s.MauiInterval),
-		engine.WithTolerance(drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance})}
+		engine.WithTolerance(drift.Tolerance{Formula: s.FormulaTolerance, Usage: s.UsageTolerance, Factor: s.FactorTolerance}), engine.WithNamed(s.NamedAssociations)}
 	if s.Extended {
 		opts = append(opts, engine.WithWhatIf(), engine.WithAllTRES())
 	}

@@ -90,8 +90,11 @@ type Database struct {
 	Window *[2]time.Time
 	// PassRaw and PassGap are drift.Input's, from the tracker that read
 	// Reported live (nil, 0: read from a file).
-	PassRaw   map[drift.Key]float64
-	PassGap   time.Duration
+	PassRaw map[drift.Key]float64
+	PassGap time.Duration
+	// Losses are the usage losses the reads of Reported showed (nil: read
+	// once, or from a file): the evidence of a reset (drift.Input.Losses).
+	Losses    []result.UsageLoss
 	Algorithm fairshare.Algorithm
 	Tolerance drift.Tolerance
 }
@@ -106,7 +109,8 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 	d.Reported.FillMissingFactor(in.Settings.Dampening)
 	pass := in.PassError(d.Window)
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: d.Algorithm, Dampening: in.Settings.Dampening, Tolerance: d.Tolerance,
-		Report: d.Reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: d.PassRaw, PassGap: d.PassGap.Seconds(), InferLag: true}, true)
+		Report: d.Reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: d.PassRaw, PassGap: d.PassGap.Seconds(), InferLag: true,
+		Losses: d.Losses}, true)
 	if err != nil {
 		return nil, err
 	}

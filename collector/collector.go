@@ -81,6 +81,10 @@ var (
 		"slurm_cluster", "kind", "value")
 	descDriftBound = desc("fairshare", "drift_bound", "Largest drift the inputs' unknowns explain, per kind and value, in drift_max's units: print precision, RawUsage truncation, decay and running jobs' charge between two possible decay-pass moments, tie and rank ranges; value=fairshare at most 1, as far as two factors can be apart. Drift is flagged only beyond it, by more than the tolerance. +Inf where some value cannot be judged (usage too small against its error). Absent when no report is fresh.",
 		"slurm_cluster", "kind", "value")
+	descDriftAssoc = desc("fairshare", "drift_association", "Usage drift of the user associations drifting the most beyond tolerance, at most --drift.named-associations of them, and of associations on one side only (value=associations, 1), in drift_max's units and signed: the database's minus Slurm's (raw_usage relative to the larger, positive when slurmctld holds less; fairshare the factor's difference). cause: what the evidence supports (reset, restart, billing_rounding, others_usage, only_database, only_slurmctld, unexplained; docs/alerts.md#usagedrift). Absent once the association is back within tolerance, or when no report is fresh.",
+		"slurm_cluster", "account", "user", "partition", "kind", "value", "cause")
+	descDriftAssocBound = desc("fairshare", "drift_association_bound", "Drift the inputs' unknowns explain for each series of drift_association, in its units (unsigned): it drifts beyond this by more than the tolerance.",
+		"slurm_cluster", "account", "user", "partition", "kind", "value", "cause")
 	descPhase = desc("fairshare", "decay_phase_uncertainty_seconds", "How far apart slurmctld's last decay pass and the one the compared database usage was rebuilt for may be; source: state_file (priority_last_decay_ran), inferred (from successive reports), unknown (the whole PriorityCalcPeriod). Absent when no report is fresh.",
 		"slurm_cluster", "source")
 	descLastPass = desc("fairshare", "decay_last_pass_timestamp_seconds", "When slurmctld last ran its decay pass before the compared report (unix seconds), as far as known; source as for decay_phase_uncertainty_seconds. Absent when the phase is unknown or no report is fresh.",
@@ -402,6 +406,11 @@ func collectCluster(cl *result.Cluster, out sink) {
 		gauge(descDriftMax, d.Max, cl.Name, d.Kind, d.Value)
 		gauge(descBeyond, float64(d.Beyond), cl.Name, d.Kind, d.Value)
 		gauge(descDriftBound, d.Bound, cl.Name, d.Kind, d.Value)
+	}
+	for _, n := range cl.Named {
+		l := []string{cl.Name, n.Account, n.User, n.Partition, n.Kind, n.Value, n.Cause}
+		gauge(descDriftAssoc, n.Drift, l...)
+		gauge(descDriftAssocBound, n.Bound, l...)
 	}
 	if cl.Phase.Source != "" {
 		gauge(descPhase, cl.Phase.Uncertainty.Seconds(), cl.Name, cl.Phase.Source)

@@ -448,3 +448,30 @@ func TestSchemaInfo(t *testing.T) {
 		t.Errorf("%d schema_info series, want one: %q", n, want)
 	}
 }
+
+// TestNamedDriftMetrics: each named association is one drift_association
+// series and one _bound with the same labels, and none is left once the
+// association is no longer named (it recovered): the exposition is
+// rendered anew at each publish.
+func TestNamedDriftMetrics(t *testing.T) {
+	snap := engine.Demo(time.Now(), 20)
+	cl := &snap.Clusters[0]
+	cl.Named = []result.DriftAssociation{
+		{AssocKey: result.AssocKey{Account: "phys", User: "alice"}, Kind: result.DriftUsage, Value: "raw_usage", Cause: "reset", Drift: 0.75, Bound: 0.001},
+		{AssocKey: result.AssocKey{Account: "chem", User: "bob", Partition: "gpu"}, Kind: result.DriftUsage, Value: "associations", Cause: "only_database", Drift: 1},
+	}
+	_, text := publishedText(t, snap, false)
+	for _, want := range []string{
+		`slurmdbd_fairshare_drift_association{account="phys",cause="reset",kind="usage",partition="",slurm_cluster="demo",user="alice",value="raw_usage"} 0.75` + "\n",
+		`slurmdbd_fairshare_drift_association_bound{account="phys",cause="reset",kind="usage",partition="",slurm_cluster="demo",user="alice",value="raw_usage"} 0.001` + "\n",
+		`slurmdbd_fairshare_drift_association{account="chem",cause="only_database",kind="usage",partition="gpu",slurm_cluster="demo",user="bob",value="associations"} 1` + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q", want)
+		}
+	}
+	cl.Named = nil
+	if _, text = publishedText(t, snap, false); strings.Contains(text, "slurmdbd_fairshare_drift_association{") {
+		t.Error("drift_association series after the associations recovered")
+	}
+}

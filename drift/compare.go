@@ -80,6 +80,13 @@ type Input struct {
 	// false alarm came 45 s after a restart): formula drift is measured
 	// but not judged, its bound infinite.
 	Settling bool
+	// Losses are the usage losses seen between reads of slurmctld
+	// (nil: none were compared, as in check): the evidence that tells a
+	// reset or a restart from other causes of usage drift (diagnose).
+	Losses []result.UsageLoss
+	// Named is how many of the associations drifting the most on usage
+	// Comparison.Named names (0: none).
+	Named int
 }
 
 // PassError describes how far apart the decay pass a database rebuild
@@ -257,6 +264,9 @@ type Comparison struct {
 	// Lag says why the one-pass lag was inferred (Input.InferLag); empty
 	// when it was not.
 	Lag string
+	// Named are the Input.Named associations drifting the most on usage,
+	// with entries or without.
+	Named []result.DriftAssociation
 	// rows are the report's rows; row indexes them by association, the
 	// last of rows sharing a key (Row).
 	rows []shares.Row
@@ -404,7 +414,7 @@ func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fair
 		}
 	}
 	reported, replayed = reportedSides(out), FromTree(rt, replay, bounds)
-	formula := c.part(alg, allowance{tolerance: tol.Formula}, reported, replayed, entries, &c.Formula)
+	formula := c.part(alg, allowance{tolerance: tol.Formula}, reported, replayed, entries, &c.Formula, nil)
 	if entries {
 		c.noteNotYetComputed(out)
 		if in.InferLag && in.PrevRaw == nil && alg == fairshare.AlgorithmClassic {
@@ -495,9 +505,17 @@ func (c *Comparison) compareUsage(in *Input, rt *fairshare.Tree, replay []fairsh
 	}
 	repSide, dbSide := usageSides(in, rt, replay, own, replayed, spare)
 	al := allowance{margin: Values{FairShare: Num(tol.Factor)}, relative: Values{RawUsage: Num(tol.Usage)}}
-	usage := c.part(alg, al, repSide, dbSide, entries, &c.Usage)
+	var w *worst
+	if in.Named > 0 {
+		w = &worst{n: in.Named}
+	}
+	usage := c.part(alg, al, repSide, dbSide, entries, &c.Usage, w)
+	ev := in.evidence()
 	if entries {
-		noteUsageOrigin(c.Usage)
+		noteUsageOrigin(c.Usage, ev, w)
+	}
+	if w != nil {
+		c.Named = w.named(ev)
 	}
 	present := float64(usage.Counts[StatusOnlyReported] + usage.Counts[StatusOnlyComputed])
 	c.Drift = append(c.Drift,
@@ -542,10 +560,15 @@ func usageSides(in *Input, rt *fairshare.Tree, replay, own []fairshare.Values, r
 }
 
 // part compares reported with computed under al, keeping the entries in
-// *rep when asked.
-func (c *Comparison) part(alg fairshare.Algorithm, al allowance, reported, computed []Side, entries bool, rep **Report) Summary {
+// *rep when asked, and offering w (nil: none) those beyond tolerance.
+// Without entries, only those are made: few, so the comparison costs
+// what a summary does.
+func (c *Comparison) part(alg fairshare.Algorithm, al allowance, reported, computed []Side, entries bool, rep **Report, w *worst) Summary {
 	if !entries {
-		return al.compare(reported, computed, nil)
+		if w != nil {
+			return al.compare(reported, computed, w.offer, true)
+		}
+		return al.compare(reported, computed, nil, false)
 	}
 	*rep = al.report(alg, reported, computed)
 	return (*rep).Summary
@@ -984,11 +1007,10 @@ func applied(out *shares.Table, rt *fairshare.Tree, configured fairshare.Algorit
 
 // noteUsageOrigin says where usage drift comes from: an account's RawUsage
 // is the sum of its subtree's, so an account whose difference its users'
-// differences make up drifts only through them; and a user for whom
-// slurmctld holds less than the database records had its usage reset in
-// slurmctld (sacctmgr ... set RawUsage=0 goes to slurmctld alone: no
-// row in the database records it) or lost with slurmctld's state.
-func noteUsageOrigin(rep *Report) {
+// differences make up drifts only through them; a user, or an
+// association on one side only, gets what the evidence supports
+// (diagnose), and is offered to w (nil: none).
+func noteUsageOrigin(rep *Report, ev *evidence, w *worst) {
 	sum := map[string]float64{}     // per account: its users' differences
 	largest := map[string]*Entry{}  // per account: the user that differs most
 	accounts := map[string]string{} // account → parent account
@@ -1000,6 +1022,13 @@ func noteUsageOrigin(rep *Report) {
 	}
 	for i := range rep.Associations {
 		e := &rep.Associations[i]
+		if e.Status != StatusOK && (e.User != "" || e.Drift == nil) {
+			_, note := diagnose(e, ev)
+			e.Notes = append(e.Notes, note)
+			if w != nil {
+				w.offer(*e)
+			}
+		}
 		if e.User == "" || e.Drift == nil {
 			continue
 		}
@@ -1009,9 +1038,6 @@ func noteUsageOrigin(rep *Report) {
 			if l := largest[a]; l == nil || math.Abs(d) > math.Abs(float64(l.Drift.RawUsage)) {
 				largest[a] = e
 			}
-		}
-		if e.Allowed != nil && d > float64(e.Allowed.RawUsage) {
-			e.Notes = append(e.Notes, fmt.Sprintf("slurmctld holds %.0f billing-seconds less than the database records: usage reset in slurmctld (sacctmgr ... set RawUsage=0, which the database does not record) or lost with its state", d))
 		}
 	}
 	for i := range rep.Associations {

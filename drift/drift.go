@@ -207,7 +207,7 @@ func Compare(alg fairshare.Algorithm, tolerance float64, reported, computed []Si
 // associations at every report, and the entries were a third of the
 // comparison's garbage (BenchmarkCompare100k).
 func Summarize(tolerance float64, reported, computed []Side) Summary {
-	return allowance{tolerance: tolerance}.compare(reported, computed, nil)
+	return allowance{tolerance: tolerance}.compare(reported, computed, nil, false)
 }
 
 // allowance is what a comparison allows beyond both sides' bounds: the
@@ -222,13 +222,13 @@ type allowance struct {
 // report is Compare under al.
 func (al allowance) report(alg fairshare.Algorithm, reported, computed []Side) *Report {
 	r := &Report{Algorithm: alg, Tolerance: al.tolerance, Associations: make([]Entry, 0, len(reported))}
-	r.Summary = al.compare(reported, computed, func(e Entry) { r.Associations = append(r.Associations, e) })
+	r.Summary = al.compare(reported, computed, func(e Entry) { r.Associations = append(r.Associations, e) }, false)
 	return r
 }
 
 // compare matches the sides as Compare says, giving each entry to emit
-// (nil: none).
-func (al allowance) compare(reported, computed []Side, emit func(Entry)) Summary {
+// (nil: none), or only those not ok when flagged.
+func (al allowance) compare(reported, computed []Side, emit func(Entry), flagged bool) Summary {
 	sum := newSummary()
 	mx := sum.maxima()
 	m := newMatcher(reported, computed)
@@ -241,7 +241,7 @@ func (al allowance) compare(reported, computed []Side, emit func(Entry)) Summary
 			status = mx.pair(&al, rep, &computed[ci], &d, &allowed, &bound)
 		}
 		sum.Counts[status]++
-		if emit == nil {
+		if emit == nil || flagged && status == StatusOK {
 			continue
 		}
 		e := Entry{Account: rep.Key.Account, User: rep.Key.User, Partition: rep.Key.Partition, Parent: rep.Parent, Depth: rep.Depth, Status: status,

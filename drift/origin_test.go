@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestUsageOriginNotes: a user's RawUsage reset in slurmctld (subtracted
 // from every ancestor, as assoc_mgr_remove_assoc_usage does) and not in
-// the database is named on the user, and its ancestors are said to follow
-// from it; an account that differs on its own (its usage is not its
-// users') is not.
+// the database, the loss seen between two reads, is named on the user,
+// and its ancestors are said to follow from it; an account that differs
+// on its own (its usage is not its users') is not.
 func TestUsageOriginNotes(t *testing.T) {
 	out := capture(t, "slurm-22.05/running-classic-1.txt")
 	assocs, err := out.Associations()
@@ -53,7 +54,8 @@ func TestUsageOriginNotes(t *testing.T) {
 		t.Fatal("no other account with usage in the capture")
 	}
 	out.Rows[other].RawUsage -= assocs[other].RawUsage / 2
-	c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6, Usage: 0.005, Factor: 0.01}, Report: out, DB: db, TieOrderKnown: true}, true)
+	seen := []result.UsageLoss{{AssocKey: result.AssocKey{Account: assocs[u].Account, User: assocs[u].User, Partition: assocs[u].Partition}, Kind: result.LossBetweenPasses}}
+	c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6, Usage: 0.005, Factor: 0.01}, Report: out, DB: db, TieOrderKnown: true, Losses: seen}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

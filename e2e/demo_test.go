@@ -22,7 +22,8 @@ var demoAlerts = []string{"UsageDrift", "FairshareDriftHigh", "RollupStalled"}
 // the simulated cluster is healthy, then each fault in turn (lost usage,
 // a PriorityFlags change, a stalled rollup) fires its alert, which
 // resolves once the fault is over; the lost usage also fires UsageLost
-// and fills the last losses' table. The demo's clock runs 120 times the
+// and fills the last losses' table, and while UsageDrift fires the drift
+// table names associations (slurmdbd_fairshare_drift_association). The demo's clock runs 120 times the
 // wall's (a decay pass every 2.5 s, an hour in 30 s) so that a stalled
 // rollup passes RollupStalled's two hours within the fault.
 //
@@ -55,6 +56,7 @@ func TestDemoAlerts(t *testing.T) {
 		t.Errorf("healthy demo: Prometheus saw alerts %v", seen)
 	}
 	fired, resolved := map[string]bool{}, map[string]bool{}
+	named := 0 // the most associations the drift table listed during UsageDrift
 	deadline := start.Add(time.Duration(len(demoAlerts))*interval + duration + slack)
 	for len(resolved) < len(demoAlerts) && time.Now().Before(deadline) {
 		as, err := p.alerts()
@@ -64,6 +66,13 @@ func TestDemoAlerts(t *testing.T) {
 		on := firing(as)
 		for _, a := range as {
 			on[a.Labels["alertname"]] = on[a.Labels["alertname"]] || a.State == "pending"
+		}
+		if firing(as)["UsageDrift"] {
+			n, err := countSeries(p.url, `slurmdbd_fairshare_drift_association{kind="usage",cause!=""}`, true, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			named = max(named, n)
 		}
 		for _, name := range append(slices.Clone(demoAlerts), "UsageLost") {
 			if firing(as)[name] && !fired[name] {
@@ -86,8 +95,12 @@ func TestDemoAlerts(t *testing.T) {
 	if !fired["UsageLost"] {
 		t.Error("UsageLost did not fire on the lost usage")
 	}
+	if named == 0 {
+		t.Error("UsageDrift fired and slurmdbd_fairshare_drift_association named no association (the drift dashboard's table)")
+	}
 	boards := readDashboards(t, "../dashboards")
-	_, problems := checkDashboards(t, p.url, boards, time.Now(), func(string) bool { return false })
+	// the drift table empties once the faults are over
+	_, problems := checkDashboards(t, p.url, boards, time.Now(), emptyWhenHealthy)
 	for _, pr := range problems {
 		t.Errorf("after the faults, every panel has series: %s", pr)
 	}

@@ -306,6 +306,28 @@ func (ev historyEvent) judge(t *testing.T, at time.Time, code int, rep drift.Rep
 	case worst > ev.Target:
 		t.Errorf("%s: RawUsage rebuilt %.3f%% off slurmctld's on %s (target %.1f%%)", ev.Name, 100*worst, which, 100*ev.Target)
 	}
+	if ev.ResetAt > 0 {
+		resetNoted(t, ev.Name, rep)
+	}
+}
+
+// resetNoted: check, judging one saved report of slurmctld after
+// sacctmgr's RawUsage=0 on bob, says how much usage bob's slurmctld
+// holds less and blames no reset: one file shows no fall, and the gap
+// alone does not tell a reset from a loss (drift.diagnose).
+func resetNoted(t *testing.T, name string, rep drift.Report) {
+	t.Helper()
+	for _, e := range rep.Associations {
+		if e.Account != "phys" || e.User != "bob" || e.Status != drift.StatusDrift {
+			continue
+		}
+		notes := strings.Join(e.Notes, "; ")
+		if !strings.Contains(notes, "billing-seconds less than the database records") || strings.Contains(notes, "usage reset") {
+			t.Errorf("%s: phys/bob notes %q: want the gap, no reset blamed", name, notes)
+		}
+		return
+	}
+	t.Errorf("%s: phys/bob not flagged after RawUsage=0", name)
 }
 
 func historyFidelity(t *testing.T, release string, v historyVariant) {

@@ -74,6 +74,9 @@ type memoKey struct {
 	lagged    bool
 	passLag   bool
 	window    float64
+	named     int
+	// losses counted: a new loss is new evidence for the diagnosis
+	losses int
 }
 
 // Inputs are everything Build needs for one cluster; slices are indexed
@@ -127,6 +130,9 @@ type Inputs struct {
 	// Report is nil when no report is fresh.
 	Report    *Report
 	Tolerance drift.Tolerance
+	// Named is how many associations drifting the most on usage Build
+	// names (drift.Input.Named; 0: none).
+	Named int
 
 	// Priorities are the pending jobs (nil: not computed).
 	Priorities *Priorities
@@ -168,7 +174,7 @@ func Build(in *Inputs) (result.Cluster, error) {
 		if rc, err = memoCompare(in); err != nil {
 			return cl, fmt.Errorf("cluster %s: report of %s: %w", in.Name, in.Report.At.Format(time.RFC3339), err)
 		}
-		cl.Drift, cl.Applied, cl.Phase = rc.Drift, rc.Applied, in.Report.Phase
+		cl.Drift, cl.Applied, cl.Phase, cl.Named = rc.Drift, rc.Applied, in.Report.Phase, rc.Named
 		if in.Report.DB == nil {
 			cl.Phase = in.Phase
 		}
@@ -355,13 +361,23 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 	if db == nil {
 		db, pass, tieOrder = in.Tree, in.PassError(nil), in.TieOrderKnown
 	}
-	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, tieOrder, db, in.Report.PrevRaw != nil, in.Report.PassRaw != nil, pass.Window}
+	var losses []result.UsageLoss
+	seen := 0
+	if in.Losses != nil {
+		// empty, not nil: reads were compared and saw no loss
+		losses = append([]result.UsageLoss{}, in.Losses.Last...)
+		for _, n := range in.Losses.Counts {
+			seen += n
+		}
+	}
+	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, tieOrder, db, in.Report.PrevRaw != nil, in.Report.PassRaw != nil, pass.Window, in.Named, seen}
 	m := in.Report.Memo
 	if m != nil && m.rc != nil && m.key == key {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: tieOrder, Pass: pass, Settling: in.Report.Settling}, false)
+		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: tieOrder, Pass: pass, Settling: in.Report.Settling,
+		Losses: losses, Named: in.Named}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}

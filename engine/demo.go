@@ -65,7 +65,7 @@ func demoInputs(now time.Time, n int) *Inputs {
 // reads a real cluster's: stage runs each under its name.
 func demoSource(now time.Time, n int, stage func(name string, run func())) *Inputs {
 	pass := now.Truncate(5 * time.Minute)
-	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, LastRollup: now.Truncate(time.Hour), Computed: now,
+	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, Named: 10, LastRollup: now.Truncate(time.Hour), Computed: now,
 		// as read from slurmctld's state file
 		Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
 		Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}}

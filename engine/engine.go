@@ -57,6 +57,7 @@ type options struct {
 	loadConf     func() (*slurmconf.Config, error)
 	stateDir     string
 	tolerance    drift.Tolerance
+	named        int
 	maui         fairshare.MauiConfig
 	mauiInterval time.Duration
 	whatIf       bool
@@ -94,6 +95,10 @@ func WithStateDir(dir string) Option { return func(o *options) { o.stateDir = di
 
 // WithTolerance is the drift allowed beyond what the inputs explain.
 func WithTolerance(t drift.Tolerance) Option { return func(o *options) { o.tolerance = t } }
+
+// WithNamed names the n associations drifting the most on usage
+// (Inputs.Named).
+func WithNamed(n int) Option { return func(o *options) { o.named = n } }
 
 // WithMaui configures the Maui what-if view (interval 0: off).
 func WithMaui(c fairshare.MauiConfig, interval time.Duration) Option {
@@ -391,6 +396,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		Computed:      at,
 		Schema:        schema,
 		Tolerance:     e.o.tolerance,
+		Named:         e.o.named,
 		cluster:       c,
 	}
 	for _, p := range in.setTRES(snap) {
@@ -399,10 +405,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	if local {
 		problems = append(problems, in.checkBilling(snap.Jobs, snap.TRESNames, conf)...)
 	}
-	ids := make([]uint32, len(snap.Tree.Row))
-	for i, r := range snap.Tree.Row {
-		ids[i] = snap.Rows[r].ID
-	}
+	ids := treeIDs(snap)
 	if local && !e.boot.IsZero() {
 		if err := e.setBoot(ctx, c, in, since, ids); err != nil {
 			problems = append(problems, problemOf(fmt.Errorf("the usage charged before slurmctld started is bounded as if all of it were, and the tails of jobs that ended by then by a whole PriorityCalcPeriod: %w", err)))
@@ -422,6 +425,16 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		}
 	}
 	return in, nil
+}
+
+// treeIDs are the id_assoc of snap's tree associations, in the tree's
+// order.
+func treeIDs(snap *slurmdbd.Snapshot) []uint32 {
+	ids := make([]uint32, len(snap.Tree.Row))
+	for i, r := range snap.Tree.Row {
+		ids[i] = snap.Rows[r].ID
+	}
+	return ids
 }
 
 // noteSchema is the schema of l, logged when first seen for the cluster

@@ -8,6 +8,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
@@ -164,7 +165,10 @@ type Reading struct {
 	// it it ended.
 	Prev, PassRead *Ref
 	PassGap        time.Duration
-	Err            error
+	// Losses are, on the read ReadAcrossPass returns, the usage losses
+	// its reads showed one against the next (nil: it read once).
+	Losses []result.UsageLoss
+	Err    error
 }
 
 // Ref is what a later report needs of an earlier one: a reference holds
@@ -395,12 +399,19 @@ func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Read
 	deadline := t.clock.Now().Add(wait)
 	var first, r *Reading
 	var starts []time.Time
+	var losses []result.UsageLoss
 	for {
+		prev := r
 		if r = t.Read(ctx); r.Err != nil {
 			return nil, r.Err
 		}
 		if first == nil {
 			first = r
+		} else {
+			// a few minutes: a periodic usage reset is unlikely, and
+			// would be one
+			losses = append(losses, usageLosses(prev, r, t.decay, t.period, false)...)
+			r.Losses = append([]result.UsageLoss{}, losses...)
 		}
 		starts = append(starts, r.Start)
 		// the read that closed a bracket of the pass is after it: the

@@ -284,3 +284,54 @@ func TestTrackerAsksBoot(t *testing.T) {
 		t.Errorf("no process to watch: boot asked %d times in three reads, want every read", boots)
 	}
 }
+
+// TestReadAcrossPassLosses: check's reads across a pass count a user's
+// RawUsage zeroed between two of them (sacctmgr ... set RawUsage=0) as a
+// loss, for check's diagnosis; a single read counts none. The tables are
+// the synthetic tree's, slurmctld's sums as shares.Of prints them.
+func TestReadAcrossPassLosses(t *testing.T) {
+	tree := fairshare.Synthetic(20, 3, 1)
+	full := shares.Of(tree, tree.FairTree())
+	assocs := make([]fairshare.Association, tree.Len())
+	user := -1
+	for i := range assocs {
+		assocs[i] = tree.Association(i)
+		if user < 0 && assocs[i].IsUser() && assocs[i].RawUsage > 100 {
+			user = i
+		}
+	}
+	for i := user; i >= 0; i = assocs[i].Parent {
+		assocs[i].RawUsage -= tree.Association(user).RawUsage
+	}
+	reset, err := fairshare.NewTree(assocs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeroed := shares.Of(reset, reset.FairTree())
+	start, t0 := time.Now(), time.Unix(1_800_000_000, 0)
+	clock := Clock{Now: func() time.Time { return t0.Add(time.Since(start) * 1000) }, Speed: 1000}
+	for _, tc := range []struct {
+		name  string
+		wait  time.Duration
+		reads []*shares.Table
+		lost  bool
+	}{{"one read", 0, []*shares.Table{full}, false}, {"reset between reads", 70 * time.Second, []*shares.Table{full, zeroed}, true}} {
+		n := 0
+		tr := NewTracker(TrackerConfig{Read: func(context.Context) (*shares.Table, error) {
+			out := tc.reads[min(n, len(tc.reads)-1)]
+			n++
+			return out, nil
+		}, Timeout: time.Second, Period: time.Minute})
+		tr.clock = clock
+		tr.SetConf(&slurmconf.Config{PriorityCalcPeriod: time.Minute, PriorityDecayHalfLife: 7 * 24 * time.Hour})
+		r, err := tr.ReadAcrossPass(context.Background(), tc.wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := tree.Association(user)
+		got := len(r.Losses) == 1 && r.Losses[0].Account == a.Account && r.Losses[0].User == a.User
+		if got != tc.lost || !tc.lost && r.Losses != nil {
+			t.Errorf("%s (%d reads): losses %+v, want %s/%s lost: %v", tc.name, n, r.Losses, a.Account, a.User, tc.lost)
+		}
+	}
+}

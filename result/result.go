@@ -206,6 +206,16 @@ type Losses struct {
 	Last   []UsageLoss
 }
 
+// DriftAssociation is an association whose usage drift is beyond
+// tolerance on one value, named in the metrics: Drift and Bound in
+// Drift.Max's units, signed (the database's value minus slurmctld's), and
+// Cause the short form of the diagnosis the comparison notes.
+type DriftAssociation struct {
+	AssocKey
+	Kind, Value, Cause string
+	Drift, Bound       float64
+}
+
 // Where the phase of the decay passes comes from.
 const (
 	PhaseStateFile = "state_file" // priority_last_decay_ran
@@ -239,6 +249,9 @@ type Cluster struct {
 	Phase Phase
 	// Drift is empty when no report is fresh.
 	Drift []Drift
+	// Named are the associations drifting the most, at most
+	// --drift.named-associations of them (nil: none, or no fresh report).
+	Named []DriftAssociation
 	// Losses are the usage losses what Slurm reports showed (nil: no
 	// reported source, or not the cluster it reports on).
 	Losses *Losses

@@ -314,6 +314,9 @@ func drift() *dashboard.DashboardBuilder {
 		WithPanel(instant("Largest usage differences", unitSeconds, "The twenty associations whose usage differs most between the database (slurmdbd_fairshare_usage_billing_seconds) and Slurm (slurmdbd_fairshare_reported_usage_billing_seconds), as an absolute difference in billing TRES-seconds. Click a row to drill down to it.",
 			`topk(20, abs(slurmdbd_fairshare_usage_billing_seconds{`+sel+`, account=~"$account"} - on(slurm_cluster, account, user, partition, job, instance) slurmdbd_fairshare_reported_usage_billing_seconds{`+sel+`, account=~"$account"}))`).
 			DataLinks(drillDown("${__data.fields.account}", "${__data.fields.user}"))).
+		WithPanel(instantAs("Drifting associations", unitPlain, emptyWhen("The user associations drifting the most on usage beyond tolerance, worst first, and those on one side only (slurmdbd_fairshare_drift_association: at most --drift.named-associations per cluster), each with the cause the evidence supports: reset or restart only on a loss the exporter saw, billing_rounding, others_usage, only_database, only_slurmctld, unexplained (docs/alerts.md#usagedrift). drift is the database's minus Slurm's: raw_usage relative to the larger (0.75: three quarters of the usage missing in slurmctld), fairshare the factors' difference, associations 1. Click a row to drill down to it.", "nothing drifts beyond tolerance, as on a healthy cluster"),
+			`sort_desc(abs(slurmdbd_fairshare_drift_association{`+sel+`, account=~"$account"}))`, "drift").
+			DataLinks(drillDown("${__data.fields.account}", "${__data.fields.user}"))).
 		// The loss detector compares successive reports of Slurm, not the
 		// database: serve exports its counter (0 until a loss) for
 		// slurm.conf's cluster whenever it reads a report; the last
