@@ -114,8 +114,26 @@ scrape_configs:
 }
 
 type promAlert struct {
-	Labels map[string]string `json:"labels"`
-	State  string            `json:"state"` // pending or firing
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"` // pending or firing
+}
+
+// namesInAlert fails t unless a firing alert's description names the
+// association (account/user): the on-call paged reads who drifts in the
+// alert, as the drift dashboard's table lists them from the same series.
+func namesInAlert(t *testing.T, as []promAlert, alert, assoc string) {
+	t.Helper()
+	var seen []string
+	for _, a := range as {
+		if a.Labels["alertname"] == alert && a.State == "firing" {
+			if strings.Contains(a.Annotations["description"], assoc) {
+				return
+			}
+			seen = append(seen, a.Annotations["description"])
+		}
+	}
+	t.Errorf("%s firing without naming %s in its description: %q", alert, assoc, seen)
 }
 
 func (a promAlert) String() string {

@@ -236,6 +236,7 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 	// for: 30 s, then a scrape and an evaluation; returns once it fires
 	as := prom.waitAlerts("UsageDrift firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
 	t.Logf("Prometheus after RawUsage=0: %s", alertList(as))
+	namesInAlert(t, as, "UsageDrift", "phys/alice")
 	// the loss detector, which needs no database, saw it too
 	loss := series(lossesTotal, "slurm_cluster", c.Name, "kind", result.LossBetweenPasses)
 	if m, _, _ := s.scrapeUntil(5*time.Minute, 2*time.Second, func(m map[string]float64) bool { return m[loss] > 0 }); m[loss] == 0 {

@@ -478,6 +478,8 @@ func serveRealSlurm(t *testing.T) {
 	})
 	as = prom.waitAlerts("UsageLost firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageLost"] })
 	t.Logf("Prometheus after RawUsage=0: %s", alertList(as))
+	as = prom.waitAlerts("UsageDrift firing", 5*time.Minute, func(as []promAlert) bool { return firing(as)["UsageDrift"] })
+	namesInAlert(t, as, "UsageDrift", "phys/alice")
 
 	// (c) slurmctld killed without saving and back from its checkpoint
 	// (killFault), its CPUs freed for the fault's jobs: alice's soak job
