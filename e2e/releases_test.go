@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,10 +13,14 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/sealed"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // TestReleasesLive runs the exporter against live Slurm 24.11 (Debian
@@ -85,6 +90,12 @@ func testRelease(t *testing.T, release string) {
 	for name, args := range sources {
 		servers[name] = startServe(t, c.Env(), append(append(args, db...), "--refresh-interval", "5s")...)
 	}
+	// a saved pass phase that is wrong but sealed as serve seals it, the
+	// state file out of reach (the chroot's StateSaveLocation): judged as
+	// unknown until the reads drop it, never trusted
+	const wrongPhase = "sshare, a wrong saved phase"
+	servers[wrongPhase] = startServe(t, c.Env(), "--reported.source", "sshare", "--dsn-file", dsnFile, "--slurm-conf", c.Conf,
+		"--slurmctld.pid-file", c.PidFile(), "--storage.path", wrongPassFile(t, c), "--refresh-interval", "5s")
 	up := func(src string) string { return series("slurmdbd_exporter_up", "source", src) }
 	// what the reported side gives, else no drift would be trivially true
 	aliceReported := series("slurmdbd_fairshare_reported_usage_billing_seconds", "slurm_cluster", c.Name, "account", "phys", "user", "alice", "partition", "", "parent", "phys")
@@ -118,12 +129,17 @@ func testRelease(t *testing.T, release string) {
 	if billed == 0 {
 		t.Errorf("healthy cluster: serve checked the billing of no job")
 	}
+	if !servers[wrongPhase].waitLog(3*c.CalcPeriod(), func(log string) bool { return strings.Contains(log, "saved pass phase dropped") }) {
+		t.Errorf("%s: the saved phase 30 s off the passes was not dropped within %v", wrongPhase, 3*c.CalcPeriod())
+	}
 	for name, s := range servers {
 		if m, _ := s.scrape(); m[aliceReported] <= 0 {
 			t.Errorf("%s: no reported usage for alice after her job ran over slurmctld's passes", name)
 		}
 		if name != "sshare" { // kept for the faults below
 			s.stop()
+		}
+		if strings.HasPrefix(name, "slurmrestd") {
 			logVersion(t, name, s)
 		}
 	}
@@ -334,4 +350,34 @@ func logVersion(t *testing.T, name string, s *served) {
 		}
 	}
 	t.Errorf("%s: serve logged no detected api_version", name)
+}
+
+// wrongPassFile is a storage directory holding c's pass phase as serve
+// saves it (engine.PassMemory, sealed), of slurmctld's boot and period but
+// 30 s off the passes priority_last_decay_ran shows.
+func wrongPassFile(t *testing.T, c *slurmharness.Cluster) string {
+	t.Helper()
+	boot, err := sshare.ParseBootTime(strings.NewReader(c.MustRun("scontrol", "show", "config")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, _, err := slurmstate.LastDecayRan(c.StateDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(engine.PassMemory{Boot: boot, Pass: ran.Add(30 * time.Second), Uncertainty: 1590 * time.Millisecond, Period: c.CalcPeriod()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the framing engine/storage.go gives the file
+	kind := sealed.Kind{Magic: "slurmdbd_exporter passes\n", Format: 1, What: "saved pass phase"}
+	var b bytes.Buffer
+	if err := kind.Seal(&b, append(body, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, c.Name+".passes"), b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
