@@ -128,7 +128,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 // report is one snapshot, on one side for every association, so it is
 // judged against the side more of its associations' RawUsage agrees
 // with, with the phase's own uncertainty instead of the whole period
-// that either side allows (issue 30: a user's 10% loss hid under a
+// that either side allows (a user's 10% loss hid under a
 // period's charge of its running jobs). A loss cannot pick the side: it
 // moves one chain, and every association with running jobs or decayed
 // usage votes; a tie keeps the side the read's moment is on (after).

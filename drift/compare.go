@@ -427,7 +427,7 @@ func (c *Comparison) compareFormula(in *Input, rt *fairshare.Tree, replay []fair
 	}
 	// Associations added since slurmctld's last pass: it prints its
 	// siblings' NormShares anew at once but the values of its last pass,
-	// computed on the tree before them (issue 30: a healthy series
+	// computed on the tree before them (a healthy series
 	// flagged 11 associations at that read), and ranks the new ones only
 	// at its next pass.
 	added := slices.ContainsFunc(out.Rows, func(r shares.Row) bool { return notYetComputed(out, &r) })
@@ -721,7 +721,7 @@ func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw
 // RawUsage moves only at passes (an admin's reset aside, a fault drift
 // shows anyway), so any change shows one: on a young cluster, whose
 // usage all comes from running jobs, it only rises, and decay alone went
-// unseen (issue 33's live test: 10k associations, three jobs, never
+// unseen (a live test: 10k associations, three jobs, never
 // pinned). Under limits a job's end is charged at once and only raises
 // its chain's RawUsage, so two things show a pass there: decay, the only
 // thing that lowers an association's RawUsage, and the values slurmctld

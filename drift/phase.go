@@ -306,7 +306,7 @@ func (p *PhaseTracker) Pinned() bool {
 
 // Next is when to read next, given the last read's start and end and the
 // regular interval; never earlier than lastEnd + phaseMinGap, and at most
-// three reads a period while the phase is unknown (issue 33: each read of
+// three reads a period while the phase is unknown (each read of
 // sshare costs slurmctld an RPC and the host seconds of CPU at 10k
 // associations). Without a window it reads every third of a period to
 // catch a first bracket; with a wide one it reads before the window and at

@@ -115,7 +115,7 @@ type TrackerConfig struct {
 	// only when a restart may have happened: the slurmctld process
 	// changed (Process), or a read failed, showed usage lost, a pass
 	// where none was expected or none where one was. Not at every read
-	// (issue 33: scontrol show config is two RPCs), unless Process is
+	// (scontrol show config is two RPCs), unless Process is
 	// nil or fails (slurmctld on another host).
 	BootTime func(ctx context.Context) (time.Time, error)
 	// Process is the slurmctld running on this host
@@ -385,7 +385,7 @@ func (t *Tracker) Next(r *Reading) time.Time {
 }
 
 // checkReads bounds ReadAcrossPass's reads, which also come at most three
-// a minute (issue 33: a cron job's check must not poll slurmctld).
+// a minute: a cron job's check must not poll slurmctld.
 const checkReads = 15
 
 // ReadAcrossPass reads until two reads bracket a decay pass (wait at

@@ -559,7 +559,7 @@ func (in *Inputs) cachedWeight(start int64, p Period) float64 {
 // a one-hour half-life a quarter less than slurmctld charged
 // (TestRetimedPartialHours). Spread as one job in the bucket
 // (BucketUsage) instead, a 4-minute job's usage was 1.7% above slurmctld's
-// at a 10-minute half-life (issue 30). Hours before HoursFrom are frozen
+// at a 10-minute half-life. Hours before HoursFrom are frozen
 // as spread: by then the difference is at most 0.35·3600/HalfLife of an
 // hour's usage, decayed by the six hours of slurmdbd.DefaultReread.
 func (in *Inputs) retime(j Job) float64 {
