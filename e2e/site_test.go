@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,9 @@ import (
 // GPUs chosen so that billing is fractional (slurmctld charges the
 // unrounded billing, slurmdbd stores it truncated), and go through what
 // production jobs do: an array, a cancel while running, a time-limit kill,
-// a suspend and resume, a requeue, a pending job cancelled, a
-// heterogeneous job across the two nodes.
+// a suspend and resume, a requeue, a scavenger job preempted (requeued)
+// by a high one, a pending job cancelled, a heterogeneous job across the
+// two nodes.
 //
 // What the issue asks (siteEvent.judge): check exits 0 at every moment,
 // and when idle every user holding 1% of root's usage or more is within
@@ -235,16 +237,21 @@ func siteJobs(c *slurmharness.Cluster, long int) map[string]string {
 		{siteJob{"bob-requeued", "bob", "phys", "gpu", "normal", 1, []string{"--mem=2G", "--gres=gpu:1"}}, 240},     // 17.5
 		{siteJob{"carol-cpu-scav", "carol", "chem", "cpu", "scavenger", 2, []string{"--mem=1G"}}, long},             // 2.25, ×0
 		{siteJob{"bob-debug-high", "bob", "phys", "debug", "high", 2, []string{"--mem=1G"}}, long},                  // 2, ×2
-		{siteJob{"alice-ml-debug", "alice", "ml", "debug", "normal", 3, nil}, long},                                 // 3, DefMemPerCPU
+		{siteJob{"alice-ml-debug", "alice", "ml", "debug", "normal", 3, nil}, long},
+		// n2 nearly whole, for bob-preemptor to preempt (-w alone only
+		// asks that the job include n2)
+		{siteJob{"carol-preempted", "carol", "chem", "cpu", "scavenger", 60, []string{"--mem=60G", "-N", "1", "-w", "n2"}}, 240}, // 75, ×0                                 // 3, DefMemPerCPU
 	}
 	ids := map[string]string{}
 	for _, j := range jobs {
 		ids[j.name] = c.Submit(j.user, j.account, j.partition, j.cpus, j.secs, append([]string{"--qos=" + j.qos}, j.extra...)...)
 	}
 	// heterogeneous: a component in cpu (2.75), one in gpu (17.25), on
-	// either node
+	// either node. Placed: the jobs above hold n1's GPUs, and backfill
+	// put the first component on n2 (the tighter fit), then killed and
+	// requeued the job ("hetjob start failure") for want of a GPU on n1.
 	out := c.MustRun("sbatch", "--parsable", "--uid=alice", "-A", "phys", "-J", "alice-het", "--chdir=/tmp", "-o", "/dev/null",
-		"-p", "cpu", "-n", "2", "--mem=3G", "--qos=normal", ":", "-p", "gpu", "-n", "1", "--mem=1G", "--gres=gpu:1", "--qos=normal",
+		"-p", "cpu", "-n", "2", "--mem=3G", "--qos=normal", "-N", "1", "-w", "n1", ":", "-p", "gpu", "-n", "1", "--mem=1G", "--gres=gpu:1", "--qos=normal", "-N", "1", "-w", "n2",
 		fmt.Sprintf("--wrap=sleep %d", long-120))
 	ids["alice-het"] = strings.TrimSpace(out)
 	return ids
@@ -280,7 +287,12 @@ func siteShaped(t *testing.T) {
 		startRun(t, s.run)
 	}
 	ids := siteJobs(c, int(time.Until(hourAt.Add(4*time.Minute)).Seconds()))
-	s.did("submitted %v", ids)
+	var submitted []string
+	for name, id := range ids {
+		submitted = append(submitted, name+"="+id)
+	}
+	slices.Sort(submitted)
+	s.did("submitted %s", strings.Join(submitted, " "))
 	var single []string
 	for name, id := range ids {
 		switch {
@@ -304,6 +316,10 @@ func siteShaped(t *testing.T) {
 	s.did("cancelled alice-whole-node (%s) pending and bob-cancelled (%s) running", big, ids["bob-cancelled"])
 	c.MustRun("scontrol", "requeue", ids["bob-requeued"])
 	s.did("requeued bob-requeued (%s)", ids["bob-requeued"])
+	// room on n2 only if carol-preempted goes: slurmctld requeues it
+	pre := c.Submit("bob", "phys", "cpu", 8, 180, "--qos=high", "--mem=4G", "-N", "1", "-w", "n2") // 9, ×2
+	c.WaitRunning(3*time.Minute, pre)
+	s.did("bob-preemptor (%s) running on n2; carol-preempted (%s) %s", pre, ids["carol-preempted"], c.JobStates()[ids["carol-preempted"]])
 	c.WaitGone(5*time.Minute, ids["carol-timelimit"])
 	s.did("carol-timelimit (%s) ended (TIMEOUT at --time=2)", ids["carol-timelimit"])
 	c.MustRun("scontrol", "resume", ids["dave-suspended"])
