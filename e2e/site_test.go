@@ -21,7 +21,7 @@ import (
 //
 // The cluster: AccountingStorageEnforce=associations,limits,qos,safe,
 // Fair Tree, a 1-hour half-life, memory a consumable resource
-// (CR_Core_Memory, DefMemPerCPU), 4 GPUs as gres, partitions cpu and gpu
+// (CR_Core_Memory, DefMemPerCPU), two nodes of 4 GPUs (gres), partitions cpu and gpu
 // with TRESBillingWeights (memory per GB, GPUs 16 each) and debug with
 // none and a PriorityJobFactor of its own, QOS high (UsageFactor=2,
 // preempts scavenger) and scavenger (UsageFactor=0) beside normal,
@@ -44,7 +44,11 @@ import (
 //
 // Two nodes, two slurmd on this host (Config.Nodes): a heterogeneous
 // job's components never share a node (on one node its second component
-// pends on Resources for ever, and blocks the partitions below it).
+// pended on Resources while the node had room, and held back the jobs of
+// the partitions below it).
+//
+// Under CI=true a missing Slurm or MariaDB fails the test rather than
+// skipping it (slurmharness.Start, mariadbtest.Start: testenv.Require).
 func TestSiteShapedLive(t *testing.T) {
 	t.Parallel()
 	siteShaped(t)
