@@ -18,7 +18,9 @@ TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 # (HOST_ONLY: on the host's 22.05 alone), and make test-live is make
 # record and the long soak.
 RECORDED  := TestHistoryFidelity|TestRealSlurmRollup|TestForecastAgainstSshare
-HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
+# HOST_ONLY runs on the host's 22.05 alone (TestSiteShapedLive starts the
+# host's Slurm whatever RELEASES says)
+HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay|TestSiteShapedLive
 # MEASURED: live measurements that record nothing (make passes, make
 # read-budget, make end-records)
 MEASURED  := TestPassSchedule|TestReadBudget|TestEndRecordDelay
@@ -51,7 +53,7 @@ test-live:
 	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; \
 	echo "demo alerts, shipped rules as they are"; wait $$demo || status=1; cat demo-alerts.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)|fired|resolved' demo-alerts.log; rm -f demo-alerts.log; exit $${status:-0}
 
-## record: rewrite testdata/recordings from the live tests, on each of RELEASES in turn (root; 25 to 35 minutes a release); log in LOG
+## record: rewrite testdata/recordings from the live tests, on each of RELEASES in turn (root; 25 to 35 minutes a release, and the site-shaped cluster's 17 minutes on 22.05); log in LOG
 LOG ?= record.log
 record:
 	@: > $(LOG); for r in $(RELEASES); do \

@@ -74,6 +74,26 @@ type Config struct {
 	Priority []string
 	// Extra lines appended to slurm.conf.
 	Extra []string
+	// GPUs on the node (0: none), as a GPU site declares them:
+	// GresTypes=gpu, AccountingStorageTRES=gres/gpu (jobs' tres_alloc
+	// records them), the node's Gres=gpu:N and a gres.conf line per GPU.
+	// Each line's File= is a dummy character device under Dir: 22.05
+	// drops a GPU line without File=, and a job's GPUs are then refused.
+	GPUs int
+	// RealMemory of the node in MB; default 8000.
+	RealMemory int
+	// SelectTypeParameters; default CR_Core. CR_Core_Memory makes memory
+	// a consumable resource (and jobs' --mem count in TRESBillingWeights).
+	SelectTypeParameters string
+	// DefMemPerCPU in MB for jobs that ask no memory (0: not set).
+	DefMemPerCPU int
+	// Nodes is how many nodes (n1, n2, ...) run on this host, each with
+	// CPUs, RealMemory and GPUs, each partition on all of them; default
+	// 1. A heterogeneous job needs more than one: its components never
+	// share a node. Each node's slurmd has its own port, spool, pid file
+	// and log, which needs a Slurm built with --enable-multiple-slurmd
+	// (scontrol show config: MULTIPLE_SLURMD = Yes), as Debian's 22.05 is.
+	Nodes int
 	// HourAt, if set, starts a local hour in the cluster's time zone
 	// (TZ for its daemons, its commands and Env). slurmdbd rolls usage
 	// up at each local hour, so a test has the hourly rollup fall
@@ -98,7 +118,9 @@ type Cluster struct {
 	// slurm, root has no password.
 	DB                       *mariadbtest.Server
 	dbdPort, ctldPort, dPort int
-	host                     string
+	// nodePorts are the slurmd ports of n2 and on (Config.Nodes)
+	nodePorts []int
+	host      string
 	// root is the chroot of the release, "" on the host; inDir is Dir as
 	// the daemons see it.
 	root, inDir string
@@ -165,6 +187,15 @@ func (cfg *Config) setDefaults() {
 	if len(cfg.Partitions) == 0 {
 		cfg.Partitions = []string{"p1", "p2"}
 	}
+	if cfg.RealMemory == 0 {
+		cfg.RealMemory = 8000
+	}
+	if cfg.SelectTypeParameters == "" {
+		cfg.SelectTypeParameters = "CR_Core"
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 1
+	}
 }
 
 // newCluster is the cluster's name, host, ports and directory with its
@@ -193,8 +224,8 @@ func newCluster(t testing.TB, cfg Config, root string) *Cluster {
 	if root != "" {
 		c.inDir = "/" + filepath.Base(dir)
 	}
-	ports := freePorts(t, 3)
-	c.dbdPort, c.ctldPort, c.dPort = ports[0], ports[1], ports[2]
+	ports := freePorts(t, 2+cfg.Nodes)
+	c.dbdPort, c.ctldPort, c.dPort, c.nodePorts = ports[0], ports[1], ports[2], ports[3:]
 	for _, d := range []string{"state", "spool"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -229,10 +260,25 @@ func (c *Cluster) startDaemons() {
 	c.Sacctmgr("add", "cluster", c.Name)
 	c.startCtld()
 	c.StartDaemon("slurmd")
-	c.waitFor("the node to be idle", 90*time.Second, func() error {
-		out, err := c.Run("sinfo", "-h", "-N", "-o", "%T")
-		if err == nil && !strings.HasPrefix(strings.TrimSpace(out), "idle") {
-			err = fmt.Errorf("node state %q", strings.TrimSpace(out))
+	for i := 2; i <= c.cfg.Nodes; i++ {
+		c.StartDaemon(fmt.Sprintf("slurmd-n%d", i))
+	}
+	c.waitFor("the nodes to be idle", 90*time.Second, func() error {
+		// a line per node and partition
+		out, err := c.Run("sinfo", "-h", "-N", "-o", "%N %T")
+		states := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if node, st, ok := strings.Cut(l, " "); ok {
+				states[node] = st
+			}
+		}
+		for _, st := range states {
+			if err == nil && !strings.HasPrefix(st, "idle") {
+				err = fmt.Errorf("node states %v", states)
+			}
+		}
+		if err == nil && len(states) != c.cfg.Nodes {
+			err = fmt.Errorf("nodes %v, want %d", states, c.cfg.Nodes)
 		}
 		return err
 	})
@@ -326,11 +372,41 @@ DebugLevel=info
 	if err := os.WriteFile(c.Conf, []byte(c.slurmConf()), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
+	if c.cfg.GPUs > 0 {
+		c.writeGres()
+	}
+}
+
+// writeGres writes gres.conf beside slurm.conf (where slurmd looks for
+// it), a line per GPU, each naming a character device of its own under
+// Dir (made once; major 195 as NVIDIA's): slurmd needs the file to exist,
+// and nothing opens it, since no job here touches a GPU.
+func (c *Cluster) writeGres() {
+	dev := filepath.Join(c.Dir, "dev")
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	var b strings.Builder
+	for n := 1; n <= c.cfg.Nodes; n++ {
+		for i := 0; i < c.cfg.GPUs; i++ {
+			name := fmt.Sprintf("n%d-gpu%d", n, i)
+			if _, err := os.Stat(filepath.Join(dev, name)); err != nil {
+				minor := fmt.Sprint((n-1)*c.cfg.GPUs + i)
+				if out, err := exec.Command("mknod", "-m", "0666", filepath.Join(dev, name), "c", "195", minor).CombinedOutput(); err != nil {
+					c.t.Fatalf("mknod %s: %v\n%s", name, err, out)
+				}
+			}
+			fmt.Fprintf(&b, "NodeName=n%d Name=gpu File=%s\n", n, filepath.Join(c.inDir, "dev", name))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, "gres.conf"), []byte(b.String()), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 func (c *Cluster) slurmConf() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `ClusterName=%s
+	head := fmt.Sprintf(`ClusterName=%s
 SlurmctldHost=%s
 SlurmctldPort=%d
 SlurmdPort=%d
@@ -347,7 +423,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=%[9]s
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
@@ -356,13 +432,18 @@ SchedulerType=sched/backfill
 MailProg=/bin/true
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
-AccountingStoragePort=%d
-AccountingStorageEnforce=%s
+AccountingStoragePort=%[6]d
+AccountingStorageEnforce=%[7]s
 JobCompType=jobcomp/none
 PriorityType=priority/multifactor
-PriorityDecayHalfLife=%s
-PriorityCalcPeriod=%d
-`, c.Name, c.host, c.ctldPort, c.dPort, c.inDir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife, int(calcPeriod/time.Minute))
+PriorityDecayHalfLife=%[8]s
+`, c.Name, c.host, c.ctldPort, c.dPort, c.inDir, c.dbdPort, c.cfg.Enforce, c.cfg.HalfLife, c.cfg.SelectTypeParameters)
+	if c.cfg.Nodes > 1 {
+		// each slurmd its own spool, pid file and log (%n: its node)
+		head = strings.NewReplacer("/spool\n", "/spool/%n\n", "/slurmd.pid\n", "/slurmd-%n.pid\n", "/slurmd.log\n", "/slurmd-%n.log\n").Replace(head)
+	}
+	b.WriteString(head)
+	fmt.Fprintf(&b, "PriorityCalcPeriod=%d\n", int(calcPeriod/time.Minute))
 	b.WriteString(c.chrootConf(true))
 	if c.cfg.PriorityFlags != "" {
 		fmt.Fprintf(&b, "PriorityFlags=%s\n", c.cfg.PriorityFlags)
@@ -374,17 +455,45 @@ PriorityCalcPeriod=%d
 	for _, l := range prio {
 		b.WriteString(l + "\n")
 	}
-	fmt.Fprintf(&b, "NodeName=n1 NodeHostname=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=8000 State=UNKNOWN\n", c.host, c.cfg.CPUs)
+	if c.cfg.DefMemPerCPU > 0 {
+		fmt.Fprintf(&b, "DefMemPerCPU=%d\n", c.cfg.DefMemPerCPU)
+	}
+	if c.cfg.GPUs > 0 {
+		b.WriteString("GresTypes=gpu\nAccountingStorageTRES=gres/gpu\n")
+	}
+	b.WriteString(c.nodeLines())
+	nodes := "n1"
+	if c.cfg.Nodes > 1 {
+		nodes = fmt.Sprintf("n[1-%d]", c.cfg.Nodes)
+	}
 	for i, p := range c.cfg.Partitions {
 		def := "NO"
 		if i == 0 {
 			def = "YES"
 		}
 		name, opts, _ := strings.Cut(p, " ")
-		fmt.Fprintf(&b, "PartitionName=%s Nodes=n1 Default=%s MaxTime=INFINITE State=UP %s\n", name, def, opts)
+		fmt.Fprintf(&b, "PartitionName=%s Nodes=%s Default=%s MaxTime=INFINITE State=UP %s\n", name, nodes, def, opts)
 	}
 	for _, l := range c.cfg.Extra {
 		b.WriteString(l + "\n")
+	}
+	return b.String()
+}
+
+// nodeLines are slurm.conf's NodeName lines: n1 on SlurmdPort, and with
+// Config.Nodes each further node on a port of its own.
+func (c *Cluster) nodeLines() string {
+	var b strings.Builder
+	for i := 1; i <= c.cfg.Nodes; i++ {
+		port := ""
+		if c.cfg.Nodes > 1 {
+			port = fmt.Sprintf(" Port=%d", append([]int{c.dPort}, c.nodePorts...)[i-1])
+		}
+		fmt.Fprintf(&b, "NodeName=n%d NodeHostname=%s NodeAddr=127.0.0.1%s CPUs=%d RealMemory=%d", i, c.host, port, c.cfg.CPUs, c.cfg.RealMemory)
+		if c.cfg.GPUs > 0 {
+			fmt.Fprintf(&b, " Gres=gpu:%d", c.cfg.GPUs)
+		}
+		b.WriteString(" State=UNKNOWN\n")
 	}
 	return b.String()
 }
@@ -456,8 +565,9 @@ func (c *Cluster) command(ctx context.Context, name string, args ...string) *exe
 	return cmd
 }
 
-// StartDaemon starts slurmdbd, slurmctld or slurmd in the foreground as a
-// child of the test.
+// StartDaemon starts slurmdbd, slurmctld or slurmd (n1's; slurmd-n2 and
+// on: the further nodes', Config.Nodes) in the foreground as a child of
+// the test.
 func (c *Cluster) StartDaemon(name string) {
 	var args []string
 	switch name {
@@ -468,6 +578,11 @@ func (c *Cluster) StartDaemon(name string) {
 	case "slurmd":
 		args = []string{"-D", "-N", "n1"}
 	default:
+		// slurmd-n2 and on: the further nodes' slurmd (Config.Nodes)
+		if node, ok := strings.CutPrefix(name, "slurmd-"); ok {
+			c.spawn(name, c.command(context.Background(), "slurmd", "-D", "-N", node))
+			return
+		}
 		c.t.Fatalf("unknown daemon %q", name)
 	}
 	c.spawn(name, c.command(context.Background(), name, args...))
@@ -651,7 +766,11 @@ func (c *Cluster) teardown() {
 		}
 		c.waitJobsGone(30 * time.Second)
 	}
-	for _, name := range []string{"slurmrestd", "slurmrestd-local", "slurmd", "slurmctld", "slurmdbd", "munged"} {
+	daemons := []string{"slurmrestd", "slurmrestd-local", "slurmd"}
+	for i := 2; i <= c.cfg.Nodes; i++ {
+		daemons = append(daemons, fmt.Sprintf("slurmd-n%d", i))
+	}
+	for _, name := range append(daemons, "slurmctld", "slurmdbd", "munged") {
 		c.StopDaemon(name)
 	}
 	if !c.t.Failed() || testenv.CI() {
