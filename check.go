@@ -26,6 +26,7 @@ type checkCmd struct {
 	cli.ReportedTimeoutFlag
 	cli.DriftFlags
 	cli.AtFlag
+	DatabaseAt string `name:"database-at" placeholder:"TIME" help:"With --at and a database dumped after the --sshare-file was read: when it was dumped (unix seconds or RFC 3339). Dumped 3 s or more after the read, it holds every job end slurmctld had charged by then, and no part of the bound is left for ends it may lack; otherwise, or without this, one is."`
 	cli.ClusterFlag
 	cli.SavedBoot
 	// PhaseWait: without a readable priority_last_decay_ran, check reads
@@ -46,6 +47,9 @@ func (c *checkCmd) Validate() error {
 	}
 	if len(c.SshareFile) == 0 && !c.Given() {
 		return fmt.Errorf("nothing to check: expected --sshare-file (replay mode) or --dsn-file / $SLURMDBD_EXPORTER_DSN (database mode)")
+	}
+	if c.DatabaseAt != "" && c.At == "" {
+		return fmt.Errorf("--database-at %q: a live database is read now; expected it with --at", c.DatabaseAt)
 	}
 	if len(c.SshareFile) > 1 && c.Given() {
 		return fmt.Errorf("--sshare-file given %d times: database mode compares one report with the database (a series is replay mode's)", len(c.SshareFile))

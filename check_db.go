@@ -76,9 +76,13 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	if r != nil {
-		// a live database: a dump replayed with --at holds what it held
-		// when it was dumped, which nothing here tells
+		// a live database; a dump replayed with --at holds what it held
+		// when it was dumped, which --database-at tells
 		in.ReadAt = readAt
+	} else if c.DatabaseAt != "" {
+		if in.ReadAt, err = cli.ParseAt(c.DatabaseAt, time.Now()); err != nil {
+			return fmt.Errorf("--database-at: %w", err)
+		}
 	}
 	if pass, ok := in.SincePass(window); ok && d.PassRaw == nil {
 		// the values slurmctld computed at its last pass, against the

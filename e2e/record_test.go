@@ -210,7 +210,11 @@ func (l loaded) check(t *testing.T, sshareFile string, args ...string) (code int
 	if sshareFile == "" {
 		sshareFile = l.in(slurmharness.CaptureSshare)
 	}
-	return checkJSON(t, l.env(), append(append(l.inputs(), l.boot()...), append([]string{"--sshare-file", sshareFile, "--at", l.moment.At()}, args...)...)...)
+	at := []string{"--sshare-file", sshareFile, "--at", l.moment.At()}
+	if l.moment.Dumped > 0 {
+		at = append(at, "--database-at", fmt.Sprintf("%.6f", l.moment.Dumped))
+	}
+	return checkJSON(t, l.env(), append(append(l.inputs(), l.boot()...), append(at, args...)...)...)
 }
 
 // check loads dir's capture and checks it as the live run did.

@@ -56,7 +56,9 @@ func TestSiteShapedLive(t *testing.T) {
 
 // TestSiteShapedReplay judges every recorded capture of the site-shaped
 // cluster (make record: TestSiteShapedLive) as the live run judged it,
-// through the built binary on the captured database.
+// through the built binary on the captured database; and, as
+// TestHistoryReplay does, that a 10% loss of each user holding 5% of
+// root's usage or more is flagged, the state file and boot known.
 func TestSiteShapedReplay(t *testing.T) {
 	t.Parallel()
 	r := newReplayer(t)
@@ -65,10 +67,31 @@ func TestSiteShapedReplay(t *testing.T) {
 		t.Run(rel, func(t *testing.T) {
 			var ev siteEvent
 			readEvent(t, dir, &ev)
-			code, rep, stderr := r.check(t, dir)
+			l := r.load(t, dir)
+			code, rep, stderr := l.check(t, "")
 			ev.judge(t, code, rep, stderr)
+			partsAddUp(t, rep)
+			s := boundShares(rep)
+			slices.Sort(s)
+			losses, missed := lossesFlagged(t, l, rep, 0.1)
+			t.Logf("%s: bound as a share of usage (users at 5%% of root or more): %.2f (%%); 10%% losses flagged: %d of %d", ev.Name, percents(s), losses-len(missed), losses)
+			if losses == 0 {
+				t.Error("no user at 5% of root's usage to lose 10% of")
+			}
+			for _, m := range missed {
+				t.Errorf("10%% loss not flagged: %s", m)
+			}
 		})
 	}
+}
+
+// percents are fractions as percentages.
+func percents(s []float64) []float64 {
+	out := make([]float64, len(s))
+	for i, v := range s {
+		out[i] = 100 * v
+	}
+	return out
 }
 
 // siteEvent is what judging one moment of the site-shaped cluster needs

@@ -48,7 +48,15 @@ type Moment struct {
 	Release string `json:"release"`
 	// Cluster is ClusterName.
 	Cluster string `json:"cluster"`
+	// Dumped is when the database dump started (unix seconds; 0 in
+	// captures older than it): check --database-at.
+	Dumped float64 `json:"dumped,omitempty"`
 }
+
+// dumpAfter is how long after the read the dump waits: engine.RecordDelay,
+// after which the database holds every job end slurmctld had charged by
+// the read (make end-records).
+const dumpAfter = 3 * time.Second
 
 // Capture writes the cluster as it is now to dir (created; a capture
 // already there is replaced): sshare first, as close as it can be to the
@@ -88,8 +96,10 @@ func (c *Cluster) Capture(dir string) Moment {
 		}
 		write(f.to, b)
 	}
+	time.Sleep(time.Until(end.Add(dumpAfter)))
+	dumped := time.Now()
 	write(CaptureDump, c.Dump())
-	m := Moment{Read: [2]float64{UnixSeconds(start), UnixSeconds(end)}, Release: strings.TrimSpace(c.MustRun("sinfo", "-V")), Cluster: c.Name}
+	m := Moment{Read: [2]float64{UnixSeconds(start), UnixSeconds(end)}, Release: strings.TrimSpace(c.MustRun("sinfo", "-V")), Cluster: c.Name, Dumped: UnixSeconds(dumped)}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		c.t.Fatal(err)
