@@ -422,3 +422,46 @@ func siteLogDatabase(t *testing.T, c *slurmharness.Cluster) {
 		t.Logf("%s:\n%s%v", q, out, err)
 	}
 }
+
+// TestDatabaseAtReplay: a dump taken RecordDelay after the report was
+// read holds every end slurmctld had charged by then, so check
+// --database-at gives unrecorded ends no part of the bound; without it, or
+// with a dump taken sooner, the part stays. On the first recorded capture
+// under limits with jobs running whose read no pass may have fallen in
+// (one that may have is judged on either side of the pass, against the
+// ends since each side's moment).
+func TestDatabaseAtReplay(t *testing.T) {
+	t.Parallel()
+	r := newReplayer(t)
+	unrecorded := func(l loaded, args ...string) (sum float64, note string) {
+		t.Helper()
+		code, rep, stderr := l.check(t, "", args...)
+		if code > 1 {
+			t.Fatalf("check %v: exit %d: %s", args, code, stderr)
+		}
+		for _, e := range rep.Associations {
+			if e.BoundParts != nil {
+				sum += e.BoundParts.Unrecorded
+			}
+		}
+		return sum, rep.Note
+	}
+	for _, dir := range recorded(t, "history") {
+		l := r.load(t, dir)
+		if l.moment.Dumped > 0 {
+			continue // dumped RecordDelay after: no part to begin with
+		}
+		if sum, note := unrecorded(l); sum == 0 || strings.Contains(note, "decay pass of") {
+			continue
+		}
+		end := l.moment.Read[1]
+		if got, _ := unrecorded(l, "--database-at", fmt.Sprintf("%.6f", end+1)); got == 0 {
+			t.Errorf("%s dumped 1 s after the read: no part for unrecorded ends", dir)
+		}
+		if got, _ := unrecorded(l, "--database-at", fmt.Sprintf("%.6f", end+3.1)); got != 0 {
+			t.Errorf("%s dumped 3.1 s after the read: unrecorded_ends %v, want 0", dir, got)
+		}
+		return
+	}
+	t.Fatal("no recorded capture with unrecorded ends clear of a pass")
+}

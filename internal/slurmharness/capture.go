@@ -96,7 +96,8 @@ func (c *Cluster) Capture(dir string) Moment {
 		}
 		write(f.to, b)
 	}
-	time.Sleep(time.Until(end.Add(dumpAfter)))
+	// and a moment: the moments are kept to the microsecond
+	time.Sleep(time.Until(end.Add(dumpAfter + 100*time.Millisecond)))
 	dumped := time.Now()
 	write(CaptureDump, c.Dump())
 	m := Moment{Read: [2]float64{UnixSeconds(start), UnixSeconds(end)}, Release: strings.TrimSpace(c.MustRun("sinfo", "-V")), Cluster: c.Name, Dumped: UnixSeconds(dumped)}
