@@ -10,6 +10,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/gen"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // BenchmarkLoad measures a cold load (the whole history) and a steady
@@ -17,22 +18,31 @@ import (
 // the schema real slurmdbd 22.05 created: 10,000 associations, one month
 // of hourly rollups (about one user in ten active each hour), 7-day
 // half-life.
+//
+// With SLURMDBD_BENCH_SITE=1 the jobs are a site's (gen.Config.Site) and
+// the refreshers price them by the partition's weights and reweigh their
+// rolled-up hours.
 func BenchmarkLoad(b *testing.B) {
 	ctx := context.Background()
-	g := generate(b, mariadbtest.Start(b, ""), "slurm-22.05", gen.Config{Associations: 10000, Depth: 5, Months: 1, Seed: 1, JobsPerHour: 100})
+	site := os.Getenv("SLURMDBD_BENCH_SITE") == "1"
+	g := generate(b, mariadbtest.Start(b, ""), "slurm-22.05", gen.Config{Associations: 10000, Depth: 5, Months: 1, Seed: 1, JobsPerHour: 100, Site: site})
 	c, st, end := g.c, g.stats, genEnd
 	b.Logf("generated %+v", st)
 	passes := fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: 18}
+	var billing *usage.BillingRules
+	if site {
+		billing = &usage.BillingRules{Weights: map[string]map[string]float64{gen.SitePartition: {"cpu": 1, "mem": 0.25 / 1024}}}
+	}
 	at := end.Add(20 * time.Minute)
 	b.Run(fmt.Sprintf("cold/%dassocs/%dhourrows", st.Associations, st.HourRows), func(b *testing.B) {
 		for b.Loop() {
-			if _, err := c.Snapshot(ctx, at, passes, time.Time{}, time.UTC); err != nil {
+			if _, err := (&Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: billing}).Refresh(ctx, at); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run(fmt.Sprintf("refresh/%dassocs", st.Associations), func(b *testing.B) {
-		r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC}
+		r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: billing}
 		if _, err := r.Refresh(ctx, at); err != nil {
 			b.Fatal(err)
 		}

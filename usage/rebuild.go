@@ -62,6 +62,11 @@ type Inputs struct {
 	// and period: every row of an hour decays alike, and a math.Pow per
 	// row was a quarter of a steady refresh's CPU at 10k associations.
 	weights map[bucketKey]float64
+	// hours are the weights of the hours from hoursBase on, one a slot
+	// (0: not computed yet): rowWeight looks up every rolled-up hour of
+	// every job it reweighs.
+	hours     []float64
+	hoursBase int64
 }
 
 type bucketKey struct {
@@ -389,10 +394,13 @@ func clampTails(s []float64, id uint32, assocs []fairshare.Association) (problem
 	return problems
 }
 
-// tresCharge is what a job charges per second of one TRES.
+// tresCharge is what a job charges per second of one TRES, and the count
+// tres_alloc records of it, which the rollups count (-1: none recorded:
+// billing charged as the CPUs).
 type tresCharge struct {
-	id  uint32
-	per float64
+	id       uint32
+	per      float64
+	recorded float64
 }
 
 // jobTRES is what a job charges per second: each TRES count but energy
@@ -410,19 +418,19 @@ func jobTRES(j Job, factors map[uint32]float64) (per []tresCharge, billing float
 		if c[0] == TRESEnergy || c[1] == 0 {
 			continue
 		}
-		n := float64(c[1])
+		n, rec := float64(c[1]), float64(c[1])
 		if c[0] == TRESBilling {
 			if j.Priced {
 				n = j.Billed
 			}
 			billing = n * uf
 		}
-		per = append(per, tresCharge{uint32(c[0]), n * uf})
+		per = append(per, tresCharge{uint32(c[0]), n * uf, rec})
 	}
 	if billing < 0 {
 		cpus, _, _ := TRESCount(j.TRESAlloc, TRESCPU)
 		billing = float64(cpus) * uf
-		per = append(per, tresCharge{TRESBilling, billing})
+		per = append(per, tresCharge{TRESBilling, billing, -1})
 	}
 	return per, billing, nil
 }
@@ -646,10 +654,6 @@ func (in *Inputs) rowExcess(j Job, per []tresCharge) []tresCharge {
 	if j.Start >= in.LastHourly || j.End != 0 && j.End <= j.Start {
 		return nil
 	}
-	counts, err := TRESCounts(j.TRESAlloc)
-	if err != nil {
-		return nil // jobTRES reported it
-	}
 	rowFactor := 1.0
 	if in.RowsByQOS {
 		rowFactor = factor(in.UsageFactor, j.QOS)
@@ -657,28 +661,17 @@ func (in *Inputs) rowExcess(j Job, per []tresCharge) []tresCharge {
 	var out []tresCharge
 	var w float64
 	for _, c := range per {
-		n, ok := countOf(counts, c.id)
-		if !ok {
+		if c.recorded < 0 {
 			continue // billing charged as the CPUs: the rows have none
 		}
-		if d := c.per - float64(n)*rowFactor; d != 0 {
+		if d := c.per - c.recorded*rowFactor; d != 0 {
 			if w == 0 {
 				w = in.rowWeight(j)
 			}
-			out = append(out, tresCharge{c.id, d * w})
+			out = append(out, tresCharge{id: c.id, per: d * w})
 		}
 	}
 	return out
-}
-
-// countOf is the count of TRES id in counts.
-func countOf(counts [][2]uint64, id uint32) (uint64, bool) {
-	for _, c := range counts {
-		if c[0] == uint64(id) {
-			return c[1], true
-		}
-	}
-	return 0, false
 }
 
 // rowWeight is what j's seconds in the rolled-up hours weigh at At per
@@ -694,7 +687,25 @@ func (in *Inputs) rowWeight(j Job) float64 {
 	lo := max(float64(j.Start), float64(from))
 	w := 0.0
 	for h := Hour.Start(int64(lo), in.location()); float64(h) < hi; h += 3600 {
-		w += (min(hi, float64(h+3600)) - max(lo, float64(h))) * in.cachedWeight(h, Hour)
+		w += (min(hi, float64(h+3600)) - max(lo, float64(h))) * in.hourWeight(h)
 	}
 	return w
+}
+
+// hourWeight is cachedWeight(h, Hour), kept by the slot from the horizon's
+// hour on, where the hours of rowWeight run one after the other.
+func (in *Inputs) hourWeight(h int64) float64 {
+	if in.hours == nil {
+		from, _ := Horizon(in.Passes, int64(in.At), int64(in.Since))
+		in.hoursBase = Hour.Start(from, in.location())
+		in.hours = make([]float64, (in.LastHourly-in.hoursBase)/3600+2)
+	}
+	i := (h - in.hoursBase) / 3600
+	if h < in.hoursBase || (h-in.hoursBase)%3600 != 0 || i >= int64(len(in.hours)) {
+		return in.cachedWeight(h, Hour)
+	}
+	if in.hours[i] == 0 {
+		in.hours[i] = in.cachedWeight(h, Hour)
+	}
+	return in.hours[i]
 }
