@@ -314,6 +314,50 @@ func releaseFaults(t *testing.T, c *slurmharness.Cluster, s *served, prom *promS
 
 	// (d) slurmctld killed without saving, back from its checkpoint
 	killFault(t, c, s)
+
+	// (e) a QOS UsageFactor in slurmctld only
+	qosFault(t, c, s, prom)
+}
+
+// qosFault gives a new user's jobs a QOS whose UsageFactor slurmctld
+// charges (3, set by sacctmgr) and the database does not hold (its row put
+// back to 1 behind slurmdbd, as a restore from backup would): the user's
+// usage drifts, and UsageDrift names the association.
+func qosFault(t *testing.T, c *slurmharness.Cluster, s *served, prom *promServer) {
+	t.Helper()
+	c.EnsureUnixUser("erin")
+	c.Sacctmgr("add", "qos", "faulty")
+	c.LoadTree([][]string{{"add", "user", "erin", "account=chem", "fairshare=1"}})
+	c.WaitUsers([]string{"chem"}, "erin")
+	c.Sacctmgr("modify", "qos", "where", "name=faulty", "set", "UsageFactor=3")
+	if out, err := c.SQL("UPDATE slurm_acct_db.qos_table SET usage_factor = 1 WHERE name = 'faulty'"); err != nil {
+		t.Fatalf("qos_table: %v: %s", err, out)
+	}
+	faulted := time.Now()
+	id := c.Submit("erin", "chem", "", 64, 300, "--qos=faulty")
+	c.WaitRunning(3*time.Minute, id)
+	defer c.Run("scancel", id)
+	named := func(m map[string]float64) bool {
+		for k := range m {
+			if strings.HasPrefix(k, "slurmdbd_fairshare_drift_association{") && strings.Contains(k, `account="chem"`) && strings.Contains(k, `user="erin"`) {
+				return true
+			}
+		}
+		return false
+	}
+	if m, held, err := s.scrapeUntil(10*c.CalcPeriod(), 2*time.Second, named); !held {
+		t.Fatalf("UsageFactor 3 in slurmctld, 1 in the database: chem/erin not named within %v (%v); usage (computed, reported) %v", 10*c.CalcPeriod(), err, usagePairs(m, c.Name))
+	}
+	t.Logf("UsageFactor 3 in slurmctld only: chem/erin named by serve after %v", time.Since(faulted).Round(time.Second))
+	as := prom.waitAlerts("UsageDrift naming chem/erin", 5*time.Minute, func(as []promAlert) bool {
+		for _, a := range as {
+			if a.Labels["alertname"] == "UsageDrift" && a.State == "firing" && strings.Contains(a.Annotations["description"], "chem/erin") {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("Prometheus after the QOS fault: %s", alertList(as))
 }
 
 // notOK lists the report's associations whose status is not ok, as
