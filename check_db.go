@@ -75,14 +75,8 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if err != nil {
 		return err
 	}
-	if r != nil {
-		// a live database; a dump replayed with --at holds what it held
-		// when it was dumped, which --database-at tells
-		in.ReadAt = readAt
-	} else if c.DatabaseAt != "" {
-		if in.ReadAt, err = cli.ParseAt(c.DatabaseAt, time.Now()); err != nil {
-			return fmt.Errorf("--database-at: %w", err)
-		}
+	if in.ReadAt, err = c.databaseReadAt(r, readAt); err != nil {
+		return err
 	}
 	if pass, ok := in.SincePass(window); ok && d.PassRaw == nil {
 		// the values slurmctld computed at its last pass, against the
@@ -101,6 +95,23 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		return err
 	}
 	return driftExit(check.Write(env.stdout, rep, c.Output))
+}
+
+// databaseReadAt is when the database was read: readAt for a live one
+// (r, the report read live); a dump replayed with --at holds what it held
+// when it was dumped, which --database-at tells (zero: not known).
+func (c *checkCmd) databaseReadAt(r *liveRead, readAt time.Time) (time.Time, error) {
+	switch {
+	case r != nil:
+		return readAt, nil
+	case c.DatabaseAt != "":
+		t, err := cli.ParseAt(c.DatabaseAt, time.Now())
+		if err != nil {
+			return time.Time{}, fmt.Errorf("--database-at: %w", err)
+		}
+		return t, nil
+	}
+	return time.Time{}, nil
 }
 
 // compareSides judges a report read as slurmctld ran pass against the
