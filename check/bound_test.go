@@ -26,11 +26,7 @@ func TestFactorBoundServeAsCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assocs, err := out.Associations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := fairshare.NewTree(assocs)
+	db, err := out.Tree()
 	if err != nil {
 		t.Fatal(err)
 	}

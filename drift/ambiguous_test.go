@@ -17,11 +17,7 @@ import (
 // matching them in order. The -m capture of the same moment compares.
 func TestAmbiguousReportRefused(t *testing.T) {
 	withPartitions := capture(t, "slurm-22.05/idle-fairtree-m.txt")
-	assocs, err := withPartitions.Associations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := fairshare.NewTree(assocs)
+	db, err := withPartitions.Tree()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -288,11 +288,7 @@ func (c *Comparison) Row(k Key) *shares.Row {
 // them); without, only the sums are made (serve, at every report).
 func CompareReport(in Input, entries bool) (*Comparison, error) {
 	out := in.Report
-	assocs, err := out.Associations()
-	if err != nil {
-		return nil, err
-	}
-	rt, err := fairshare.NewTree(assocs)
+	rt, err := out.Tree()
 	if err != nil {
 		return nil, err
 	}

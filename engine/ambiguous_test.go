@@ -30,11 +30,7 @@ func TestServeRefusesAmbiguousReport(t *testing.T) {
 		return &Reading{Out: out}
 	}
 	withPartitions := read("idle-fairtree-m.txt").Out
-	assocs, err := withPartitions.Associations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := fairshare.NewTree(assocs)
+	db, err := withPartitions.Tree()
 	if err != nil {
 		t.Fatal(err)
 	}

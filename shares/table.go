@@ -137,6 +137,17 @@ func (o *Table) Has(col string) bool {
 // column default) and no value printed by sshare depends on it.
 const rootShares = 1
 
+// Tree is the report's associations as a tree (Associations,
+// fairshare.NewTree): the replay of the report, and a stand-in for the
+// database's tree in tests.
+func (o *Table) Tree() (*fairshare.Tree, error) {
+	assocs, err := o.Associations()
+	if err != nil {
+		return nil, err
+	}
+	return fairshare.NewTree(assocs)
+}
+
 // Associations rebuilds the association tree from the rows, in sshare's
 // order: an account's parent is the nearest account row one level up, and a
 // user row sits one level below its account's row. RawUsage is taken from
