@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -40,7 +39,7 @@ func compareBilling(jobs []usage.Job, r usage.BillingRules, names map[uint32]str
 		want := r.Billable(j.Partition, counts, names)
 		b.Jobs++
 		b.Recorded += float64(rec)
-		b.Expected += math.Floor(want + 1e-9*math.Max(1, want))
+		b.Expected += usage.Truncated(want)
 		if !usage.Truncates(want, rec) {
 			b.Mismatched++
 			if b.Example == nil {
@@ -66,10 +65,11 @@ func billingRules(conf *slurmconf.Config) usage.BillingRules {
 	return r
 }
 
-// checkBilling checks the billing of the jobs read (compareBilling) and
-// returns a problem per partition where slurmctld billed otherwise.
-func (in *Inputs) checkBilling(jobs []usage.Job, names map[uint32]string, conf *slurmconf.Config) (problems []problem) {
-	in.Billing = compareBilling(jobs, billingRules(conf), names, conf.ModTime.Unix())
+// checkBilling checks the billing of the jobs read (compareBilling) by
+// conf's rules (billingRules) and returns a problem per partition where
+// slurmctld billed otherwise.
+func (in *Inputs) checkBilling(jobs []usage.Job, names map[uint32]string, conf *slurmconf.Config, rules usage.BillingRules) (problems []problem) {
+	in.Billing = compareBilling(jobs, rules, names, conf.ModTime.Unix())
 	for _, b := range in.Billing {
 		if x := b.Example; x != nil {
 			problems = append(problems, problem{"billing of partition " + b.Partition, fmt.Sprintf(

@@ -364,8 +364,8 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		problems = append(problems, problemOf(fmt.Errorf("decay pass phase unknown: usage may be off by one PriorityCalcPeriod: %w", err)))
 	}
 	ref.Passes, ref.Since, ref.Location = passes, since, time.Local
+	rules := billingRules(conf)
 	if local {
-		rules := billingRules(conf)
 		ref.Boot, ref.Billing = e.boot, &rules
 	}
 	snap, err := c.Refresh(ctx, ref, at)
@@ -403,7 +403,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 		problems = append(problems, problem{p, p})
 	}
 	if local {
-		problems = append(problems, in.checkBilling(snap.Jobs, snap.TRESNames, conf)...)
+		problems = append(problems, in.checkBilling(snap.Jobs, snap.TRESNames, conf, rules)...)
 	}
 	ids := treeIDs(snap)
 	if local && !e.boot.IsZero() {

@@ -333,12 +333,13 @@ func (r *Refresher) checkPurged(ctx context.Context, f *refresh) error {
 	hour, ok, err := r.Cluster.Oldest(ctx, f.layout, usage.Hour)
 	// usage in an hour before the oldest job started, which still weighs,
 	// is of jobs gone
-	if from := max(hour, f.tailFrom); err != nil || !ok || from >= job-3600 {
+	from := max(hour, f.tailFrom)
+	if err != nil || !ok || from >= job-3600 {
 		return err
 	}
 	f.problems = append(f.problems, &usage.Problem{Identity: "jobs purged before the rolled-up hours", Err: fmt.Errorf(
 		"%s holds no job older than one that started %s (PurgeJobAfter), while rolled-up hours since %s still weigh: they are counted as the rollups hold them, every QOS alike and the billing truncated, and may be off by a QOS UsageFactor other than 1",
-		r.Cluster.quoted("job_table"), time.Unix(job, 0).UTC().Format(time.RFC3339), time.Unix(max(hour, f.tailFrom), 0).UTC().Format(time.RFC3339))})
+		r.Cluster.quoted("job_table"), time.Unix(job, 0).UTC().Format(time.RFC3339), time.Unix(from, 0).UTC().Format(time.RFC3339))})
 	return nil
 }
 

@@ -51,14 +51,19 @@ func (r BillingRules) Billable(partition string, counts [][2]uint64, names map[u
 	return node + gres + global
 }
 
+// Truncated is the billing slurmctld records for a billable of want: its
+// truncation (job_mgr.c job_set_alloc_tres), the rules' value computed in
+// another order landing a hair below an integer taken as that integer.
+func Truncated(want float64) float64 { return math.Floor(want + truncEps(want)) }
+
 // Truncates says whether billing rec is what slurmctld records for a
-// billable of want: its truncation (job_mgr.c job_set_alloc_tres). The
-// rules' value computed in another order may land a hair either side of
-// an integer.
+// billable of want (Truncated), or the truncation of a value a hair above
+// an integer computed as one.
 func Truncates(want float64, rec uint64) bool {
-	eps := 1e-9 * math.Max(1, want)
-	return float64(rec) == math.Floor(want+eps) || float64(rec) == math.Floor(want-eps)
+	return float64(rec) == Truncated(want) || float64(rec) == math.Floor(want-truncEps(want))
 }
+
+func truncEps(want float64) float64 { return 1e-9 * math.Max(1, want) }
 
 // Price sets each job's Billed to the billing slurmctld charges it, a
 // double (calc_job_billable_tres), where the rules' value truncates to the

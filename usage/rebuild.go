@@ -280,7 +280,8 @@ func (b *rebuild) jobs() {
 		}
 		// Usage is linear in the count: one walk over the passes per job,
 		// plus its seconds before the rollup at their own time.
-		w := in.Passes.JobUsageIn(float64(j.Start), float64(j.End), jobsFrom, math.Inf(1), in.At, 1) + in.retime(j)
+		after := in.Passes.JobUsageIn(float64(j.Start), float64(j.End), jobsFrom, math.Inf(1), in.At, 1)
+		w := after + in.retime(j)
 		for _, c := range per {
 			b.add(Key{j.Assoc, c.id}, w*c.per, "")
 		}
@@ -288,7 +289,7 @@ func (b *rebuild) jobs() {
 			b.add(Key{j.Assoc, c.id}, c.per, "")
 		}
 		if j.Unpriced {
-			b.add(Key{j.Assoc, tresUnpriced}, factor(in.UsageFactor, j.QOS)*(in.Passes.JobUsageIn(float64(j.Start), float64(j.End), jobsFrom, math.Inf(1), in.At, 1)+in.rowWeight(j)), "")
+			b.add(Key{j.Assoc, tresUnpriced}, factor(in.UsageFactor, j.QOS)*(after+in.rowWeight(j)), "")
 		}
 		b.u.Uncharged[i] += in.tail(j, jobsFrom) * billing
 		rate, most, lost := in.tailRisk(j, jobsFrom)
