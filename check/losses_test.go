@@ -27,22 +27,18 @@ func TestCheckBlamesResetOnLossSeen(t *testing.T) {
 			t.Fatal(err)
 		}
 		out.FillMissingFactor(1)
-		assocs, err := out.Associations()
-		if err != nil {
-			t.Fatal(err)
-		}
-		db, err := fairshare.NewTree(assocs)
+		db, err := out.Tree()
 		if err != nil {
 			t.Fatal(err)
 		}
 		hank := -1
-		for i, a := range assocs {
-			if a.User == "hank" {
+		for i := range db.Len() {
+			if db.Association(i).User == "hank" {
 				hank = i
 			}
 		}
-		for i := hank; i >= 0; i = assocs[i].Parent {
-			out.Rows[i].RawUsage -= assocs[hank].RawUsage
+		for i := hank; i >= 0; i = db.Association(i).Parent {
+			out.Rows[i].RawUsage -= db.Association(hank).RawUsage
 		}
 		d := Database{Reported: out, Algorithm: fairshare.AlgorithmClassic, Tolerance: drift.DefaultTolerance}
 		if seen {

@@ -176,11 +176,7 @@ func TestDiagnosis(t *testing.T) {
 // two series an association.
 func TestNamedWorst(t *testing.T) {
 	out := capture(t, "slurm-22.05/running-classic-1.txt")
-	assocs, err := out.Associations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := fairshare.NewTree(assocs)
+	db, err := out.Tree()
 	if err != nil {
 		t.Fatal(err)
 	}

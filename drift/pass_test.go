@@ -375,11 +375,7 @@ func TestPassGap(t *testing.T) {
 		out.Rows[i].RawUsage += charge
 	}
 	passRaw := RawByKey(read)
-	assocs, err := out.Associations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := fairshare.NewTree(assocs)
+	db, err := out.Tree()
 	if err != nil {
 		t.Fatal(err)
 	}
