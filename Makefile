@@ -12,15 +12,16 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The real-Slurm tests share one host: run packages one at a time.
 TESTFLAGS ?= -p 1 -count=1 -timeout 60m
 # LIVE: the tests that wait for real time on real Slurm (histories,
-# forecasts, rollups, sprio, the golden capture). Each writes recordings
+# forecasts, rollups, the site-shaped cluster, sprio, the golden
+# capture). Each writes recordings
 # (testdata/recordings) with SLURMDBD_EXPORTER_RECORD=1, which make test
 # replays instead; make record rewrites them, on each of RELEASES in turn
 # (HOST_ONLY: on the host's 22.05 alone), and make test-live is make
 # record and the long soak.
-RECORDED  := TestHistoryFidelity|TestRealSlurmRollup|TestForecastAgainstSshare
-# HOST_ONLY runs on the host's 22.05 alone (TestSiteShapedLive starts the
-# host's Slurm whatever RELEASES says)
-HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay|TestSiteShapedLive
+RECORDED  := TestHistoryFidelity|TestRealSlurmRollup|TestForecastAgainstSshare|TestSiteShapedLive
+# HOST_ONLY runs on the host's 22.05 alone (these start the host's Slurm
+# whatever RELEASES says)
+HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
 # MEASURED: live measurements that record nothing (make passes, make
 # read-budget, make end-records)
 MEASURED  := TestPassSchedule|TestReadBudget|TestEndRecordDelay
@@ -53,7 +54,7 @@ test-live:
 	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; \
 	echo "demo alerts, shipped rules as they are"; wait $$demo || status=1; cat demo-alerts.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)|fired|resolved' demo-alerts.log; rm -f demo-alerts.log; exit $${status:-0}
 
-## record: rewrite testdata/recordings from the live tests, on each of RELEASES in turn (root; 25 to 35 minutes a release, and the site-shaped cluster's 17 minutes on 22.05); log in LOG
+## record: rewrite testdata/recordings from the live tests, on each of RELEASES in turn (root; 25 to 35 minutes a release, the site-shaped cluster's 22 minutes beside the others); log in LOG
 LOG ?= record.log
 record:
 	@: > $(LOG); for r in $(RELEASES); do \

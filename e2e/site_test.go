@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,13 +12,19 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 )
 
-// TestSiteShapedLive runs real Slurm 22.05 configured as sites run it
-// (issue 42, item 4), and compares check's database rebuild with
-// slurmctld's RawUsage at four moments: jobs running with one pending
-// (pending), jobs running before slurmdbd's hourly rollup (loaded), right
-// after it (rollup), and all jobs ended (idle).
+// TestSiteShapedLive runs real Slurm configured as sites run it (22.05;
+// $SLURMDBD_EXPORTER_RELEASES names others, make record all three), and
+// compares check's database rebuild with slurmctld's RawUsage at five
+// moments: jobs running with some pending (pending; explain --job is
+// compared with sprio there too), jobs running before slurmdbd's hourly
+// rollup (loaded), right after it (rollup), all jobs ended (idle), and
+// jobs running after a restart of slurmctld with PriorityFlags=MAX_TRES
+// (max_tres: the jobs before it were billed without, so their records no
+// longer price under the flags, and the bound's unpriced_billing holds
+// them).
 //
 // The cluster: AccountingStorageEnforce=associations,limits,qos,safe,
 // Fair Tree, a 1-hour half-life, memory a consumable resource
@@ -51,7 +58,12 @@ import (
 // skipping it (slurmharness.Start, mariadbtest.Start: testenv.Require).
 func TestSiteShapedLive(t *testing.T) {
 	t.Parallel()
-	siteShaped(t)
+	for _, release := range liveReleases() {
+		t.Run(release, func(t *testing.T) {
+			t.Parallel()
+			siteShaped(t, release)
+		})
+	}
 }
 
 // TestSiteShapedReplay judges every recorded capture of the site-shaped
@@ -70,6 +82,11 @@ func TestSiteShapedReplay(t *testing.T) {
 			l := r.load(t, dir)
 			code, rep, stderr := l.check(t, "")
 			ev.judge(t, code, rep, stderr)
+			if ev.Pending != nil {
+				ev.judgeSprio(t, func(args ...string) (int, string, string) {
+					return runExporterEnv(t, l.env(), append(append([]string{"explain"}, args...), l.inputs()...)...)
+				}, readFile(t, l.in(sprioFile)), readFile(t, l.in(slurmharness.CaptureSshare)))
+			}
 			partsAddUp(t, rep)
 			s := boundShares(rep)
 			slices.Sort(s)
@@ -114,6 +131,31 @@ type siteEvent struct {
 	// HourlyRollup is slurmdbd's last_ran hourly_rollup then (unix
 	// seconds): the hours before it are read from the rollup tables.
 	HourlyRollup int64 `json:"hourly_rollup"`
+	// Pending are the jobs that could not start (id: what), compared with
+	// sprio.txt, sprio's lines right after the decay pass of SprioRan
+	// (unix seconds).
+	Pending  map[string]string `json:"pending,omitempty"`
+	SprioRan int64             `json:"sprio_ran,omitempty"`
+}
+
+// judgeSprio compares explain --job (run by explain) with sprio's lines
+// for the moment's pending jobs, every factor (explainAgainstSprio); ss
+// is sshare's output at the moment.
+func (ev siteEvent) judgeSprio(t *testing.T, explain func(args ...string) (int, string, string), sprioOut, ss string) {
+	t.Helper()
+	sprio := parseSprio(t, sprioOut)
+	listed := 0
+	for key := range sprio {
+		if job, _, _ := strings.Cut(key, "/"); ev.Pending[job] != "" {
+			listed++
+		}
+	}
+	// PriorityMaxAge is the default, 7 days
+	_, seen := explainAgainstSprio(t, explain, ev.SprioRan, ev.Pending, sprio, parseSshare(t, ss), 7*86400)
+	t.Logf("%s: explain --job against sprio: %d job partitions of %d pending jobs compared, sprio lists %d", ev.Name, seen, len(ev.Pending), listed)
+	if seen != listed || seen < len(ev.Pending) {
+		t.Errorf("%s: compared %d job partitions, sprio lists %d of the %d pending jobs", ev.Name, seen, listed, len(ev.Pending))
+	}
 }
 
 // judge fails t where check's report of the moment does not hold what
@@ -193,7 +235,8 @@ func siteConfig(hourAt time.Time) slurmharness.Config {
 			`gpu TRESBillingWeights="CPU=1.0,Mem=0.25G,GRES/gpu=16.0"`,
 			"debug PriorityJobFactor=10",
 		},
-		Priority: []string{"PriorityWeightFairshare=100000", "PriorityWeightAge=1000", "PriorityWeightPartition=1000", "PriorityWeightQOS=1000"},
+		Priority: []string{"PriorityWeightFairshare=100000", "PriorityWeightAge=1000", "PriorityWeightPartition=1000", "PriorityWeightQOS=1000",
+			"PriorityWeightJobSize=2000", "PriorityWeightTRES=CPU=2000,Mem=500,GRES/gpu=3000"},
 		// DebugFlags=Priority: slurmctld logs each job's charge at each
 		// pass (slurmctld.log), what it billed beside what slurmdbd stored
 		Extra:  []string{"PreemptType=preempt/qos", "PreemptMode=REQUEUE", "JobRequeue=1", "DebugFlags=Priority"},
@@ -289,10 +332,17 @@ func siteJobs(c *slurmharness.Cluster, long int) map[string]string {
 type siteRun struct {
 	t      *testing.T
 	c      *slurmharness.Cluster
+	inputs []string // the database and slurm.conf, as explain reads them
 	db     []string // check's database-mode flags
 	run    string   // the run's recordings
 	replay *replayer
 	done   []string
+	// waiting are the pending jobs (id: what) and sprio the lines sprio
+	// gave right after the decay pass of ran (unix seconds), while
+	// capturing the pending moment
+	waiting map[string]string
+	sprio   string
+	ran     int64
 }
 
 // did notes what the run did to the jobs, with the time, for event.json.
@@ -302,14 +352,17 @@ func (s *siteRun) did(format string, args ...any) {
 	s.done = append(s.done, what)
 }
 
-func siteShaped(t *testing.T) {
+func siteShaped(t *testing.T, release string) {
 	// slurmdbd's hourly rollup 10 minutes in: the jobs start about 2
 	// minutes in, the long ones end 4 minutes after it
 	hourAt := time.Now().Add(10 * time.Minute).Truncate(time.Minute)
-	c := slurmharness.Start(t, siteConfig(hourAt))
+	cfg := siteConfig(hourAt)
+	cfg.Release = release
+	c := slurmharness.Start(t, cfg)
 	loadSiteTree(c)
-	s := &siteRun{t: t, c: c, run: filepath.Join(recordings, "site", "22.05"), replay: replayerOn(c.DB),
-		db: []string{"--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf, "--slurm.state-dir", c.StateDir(), "--slurmctld.pid-file", c.PidFile()}}
+	s := &siteRun{t: t, c: c, run: filepath.Join(recordings, "site", release), replay: replayerOn(c.DB),
+		inputs: []string{"--dsn-file", readerDSNFile(t, c), "--slurm-conf", c.Conf}}
+	s.db = append(slices.Clip(s.inputs), "--slurm.state-dir", c.StateDir(), "--slurmctld.pid-file", c.PidFile())
 	if recording() {
 		startRun(t, s.run)
 	}
@@ -332,29 +385,8 @@ func siteShaped(t *testing.T) {
 	c.WaitRunning(3*time.Minute, single...)
 	c.MustRun("scontrol", "suspend", ids["dave-suspended"])
 	s.did("suspended dave-suspended (%s)", ids["dave-suspended"])
-	// both nodes whole: it waits for the others
-	big := c.Submit("alice", "phys", "cpu", 128, 60, "--qos=normal")
-	s.did("submitted alice-whole-node (%s), pending", big)
-	c.WaitDecayPass()
-	s.capture("pending", false)
-
-	c.MustRun("scancel", big)
-	c.MustRun("scancel", ids["bob-cancelled"])
-	s.did("cancelled alice-whole-node (%s) pending and bob-cancelled (%s) running", big, ids["bob-cancelled"])
-	c.MustRun("scontrol", "requeue", ids["bob-requeued"])
-	s.did("requeued bob-requeued (%s)", ids["bob-requeued"])
-	// room on n2 only if carol-preempted goes: slurmctld requeues it
-	pre := c.Submit("bob", "phys", "cpu", 8, 180, "--qos=high", "--mem=4G", "-N", "1", "-w", "n2") // 9, ×2
-	c.WaitRunning(3*time.Minute, pre)
-	s.did("bob-preemptor (%s) running on n2; carol-preempted (%s) %s", pre, ids["carol-preempted"], c.JobStates()[ids["carol-preempted"]])
-	c.WaitGone(5*time.Minute, ids["carol-timelimit"])
-	s.did("carol-timelimit (%s) ended (TIMEOUT at --time=2)", ids["carol-timelimit"])
-	c.MustRun("scontrol", "resume", ids["dave-suspended"])
-	s.did("resumed dave-suspended (%s)", ids["dave-suspended"])
-	c.WaitDecayPass()
-	if time.Until(hourAt) < c.CalcPeriod()/2+30*time.Second {
-		t.Errorf("the events took until %v, the hourly rollup is at %v: loaded is not before the rollup", time.Now().Format(time.TimeOnly), hourAt.Format(time.TimeOnly))
-	}
+	s.pending()
+	s.events(ids, hourAt)
 	s.capture("loaded", false)
 
 	c.WaitHourlyRollup(hourAt, time.Until(hourAt)+5*time.Minute)
@@ -367,7 +399,87 @@ func siteShaped(t *testing.T) {
 	c.WaitDecayPass()
 	c.WaitDecayPass()
 	s.capture("idle", true)
+	s.maxTRES()
 	siteLogDatabase(t, c)
+}
+
+// pending submits jobs that cannot start (both nodes whole; four GPUs on
+// one node; two partitions at once), captures the moment with sprio read
+// right after a decay pass, and cancels them.
+func (s *siteRun) pending() {
+	c := s.c
+	s.waiting = map[string]string{}
+	for _, j := range []siteJob{
+		{"alice-whole-node", "alice", "phys", "cpu", "normal", 128, nil},
+		{"erin-four-gpus", "erin", "nlp", "gpu", "normal", 1, []string{"--mem=1G", "--gres=gpu:4", "-N", "1"}},
+		{"dave-whole-scav", "dave", "chem", "debug", "scavenger", 128, nil},
+		{"bob-two-partitions", "bob", "phys", "cpu,debug", "normal", 128, nil},
+	} {
+		id := c.Submit(j.user, j.account, j.partition, j.cpus, 60, append([]string{"--qos=" + j.qos}, j.extra...)...)
+		s.waiting[id] = fmt.Sprintf("%s %s %s %s", j.name, j.account, j.partition, j.qos)
+		s.did("submitted %s (%s), pending", j.name, id)
+	}
+	c.WaitDecayPass()
+	s.sprio = c.MustRun("sprio", "-h", "-o", sprioFormat)
+	ran, _, err := slurmstate.LastDecayRan(c.StateDir())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.ran = ran.Unix()
+	s.capture("pending", false)
+	s.sprio, s.ran = "", 0
+	for id, what := range s.waiting {
+		c.MustRun("scancel", id)
+		s.did("cancelled %s (%s) pending", what, id)
+	}
+	s.waiting = nil
+}
+
+// events goes through what production jobs do (a cancel while running, a
+// requeue, a preemption, a time-limit kill, a resume) and waits for a
+// pass before the hourly rollup at hourAt.
+func (s *siteRun) events(ids map[string]string, hourAt time.Time) {
+	c := s.c
+	c.MustRun("scancel", ids["bob-cancelled"])
+	s.did("cancelled bob-cancelled (%s) running", ids["bob-cancelled"])
+	c.MustRun("scontrol", "requeue", ids["bob-requeued"])
+	s.did("requeued bob-requeued (%s)", ids["bob-requeued"])
+	// room on n2 only if carol-preempted goes: slurmctld requeues it
+	pre := c.Submit("bob", "phys", "cpu", 8, 180, "--qos=high", "--mem=4G", "-N", "1", "-w", "n2") // 9, ×2
+	c.WaitRunning(3*time.Minute, pre)
+	s.did("bob-preemptor (%s) running on n2; carol-preempted (%s) %s", pre, ids["carol-preempted"], c.JobStates()[ids["carol-preempted"]])
+	c.WaitGone(5*time.Minute, ids["carol-timelimit"])
+	s.did("carol-timelimit (%s) ended (TIMEOUT at --time=2)", ids["carol-timelimit"])
+	c.MustRun("scontrol", "resume", ids["dave-suspended"])
+	s.did("resumed dave-suspended (%s)", ids["dave-suspended"])
+	c.WaitDecayPass()
+	if time.Until(hourAt) < c.CalcPeriod()/2+30*time.Second {
+		s.t.Errorf("the events took until %v, the hourly rollup is at %v: loaded is not before the rollup", time.Now().Format(time.TimeOnly), hourAt.Format(time.TimeOnly))
+	}
+}
+
+// maxTRES restarts slurmctld with PriorityFlags=MAX_TRES and captures
+// jobs billed under it: the largest of a node's weighted TRES, fractional
+// where memory or GPUs weigh most.
+func (s *siteRun) maxTRES() {
+	c := s.c
+	saved := c.RestartCtld("MAX_TRES")
+	s.did("restarted slurmctld with PriorityFlags=MAX_TRES (state saved on the way out: %v)", saved)
+	var ids []string
+	for _, j := range []siteJob{
+		{"alice-mem", "alice", "phys", "cpu", "normal", 2, []string{"--mem=10G"}},                    // max(2, 2.5) = 2.5
+		{"carol-gpu-max", "carol", "chem", "gpu", "normal", 4, []string{"--mem=2G", "--gres=gpu:1"}}, // max(4, 0.5, 16) = 16
+		{"erin-gpu-max", "erin", "nlp", "gpu", "high", 1, []string{"--mem=3G", "--gres=gpu:1"}},      // 16, ×2
+		{"bob-mem-high", "bob", "phys", "cpu", "high", 1, []string{"--mem=7G"}},                      // 1.75, ×2
+	} {
+		id := c.Submit(j.user, j.account, j.partition, j.cpus, 240, append([]string{"--qos=" + j.qos}, j.extra...)...)
+		ids = append(ids, id)
+		s.did("submitted %s (%s)", j.name, id)
+	}
+	c.WaitRunning(3*time.Minute, ids...)
+	c.WaitDecayPass()
+	c.WaitDecayPass()
+	s.capture("max_tres", false)
 }
 
 // capture judges the moment (check in database mode, as the exporter
@@ -380,7 +492,8 @@ func (s *siteRun) capture(name string, idle bool) {
 	t, c := s.t, s.c
 	t.Helper()
 	time.Sleep(c.CalcPeriod() / 2)
-	ev := siteEvent{Name: name, Idle: idle, Target: 0.005, MinShare: 0.01, Done: append([]string(nil), s.done...), Jobs: siteSqueue(c)}
+	ev := siteEvent{Name: name, Idle: idle, Target: 0.005, MinShare: 0.01, Done: append([]string(nil), s.done...), Jobs: siteSqueue(c),
+		Pending: s.waiting, SprioRan: s.ran}
 	if ran, err := c.HourlyRollup(); err == nil {
 		ev.HourlyRollup = ran.Unix()
 	}
@@ -388,6 +501,11 @@ func (s *siteRun) capture(name string, idle bool) {
 	if recording() {
 		dir := filepath.Join(s.run, name)
 		recordEvent(t, c, dir, ev)
+		if s.sprio != "" {
+			if err := os.WriteFile(filepath.Join(dir, sprioFile), []byte(s.sprio), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		rcode, replayed, rstderr := s.replay.check(t, dir)
 		worst, which := computedApart(rep, replayed)
 		t.Logf("%s: recorded in %s; the replay computes within %.4f%% of root's usage of the live check (%s); the replay judged:", name, dir, 100*worst, which)
@@ -395,6 +513,12 @@ func (s *siteRun) capture(name string, idle bool) {
 	}
 	t.Logf("%s: the live check judged:", name)
 	ev.judge(t, code, rep, stderr)
+	if s.sprio != "" {
+		explain := func(args ...string) (int, string, string) {
+			return runExporterEnv(t, c.Env(), append(append([]string{"explain"}, args...), s.inputs...)...)
+		}
+		ev.judgeSprio(t, explain, s.sprio, c.Sshare("-a", "-l", "-P"))
+	}
 }
 
 // siteSqueue is squeue's jobs: id, state, partition, QOS, user, account,

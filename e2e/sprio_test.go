@@ -15,6 +15,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -237,39 +238,14 @@ func judgeSprio(t *testing.T, explain func(args ...string) (int, string, string)
 	t.Helper()
 	t.Logf("sprio after the pass of %s:\n%s", time.Unix(ev.Ran, 0).Format(time.RFC3339), sprioOut)
 	sprio := parseSprio(t, sprioOut)
-	report, err := sshare.Parse(strings.NewReader(ss), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	report := parseSshare(t, ss)
 	if len(sprio) != 6 { // bob's job in two partitions
 		t.Fatalf("sprio lists %d job partitions, want 6: %v", len(sprio), sprio)
 	}
 	if _, ok := sprio[ev.Held+"/p1"]; ok {
 		t.Errorf("sprio lists held job %s", ev.Held)
 	}
-	reported := map[string]float64{} // account/user: FairShare
-	for _, r := range report.Rows {
-		reported[r.Account+"/"+r.User] = r.FairShare
-	}
-	seen := 0
-	first := map[string]float64{} // job/partition: priority
-	for id, what := range ev.Pending {
-		code, out, errOut := explain("--job", id, "--at", fmt.Sprint(ev.Ran), "--reported.source", "none", "--output", "json")
-		var exps []jobExplanation
-		if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil {
-			t.Fatalf("explain --job %s (%s): exit %d, %v\n%s\n%s", id, what, code, err, out, errOut)
-		}
-		for _, x := range exps {
-			s, ok := sprio[id+"/"+x.Partition]
-			if !ok {
-				t.Errorf("job %s (%s) partition %s: computed, but sprio does not list it", id, what, x.Partition)
-				continue
-			}
-			seen++
-			first[id+"/"+x.Partition] = float64(x.Priority)
-			checkAgainstSprio(t, id+" ("+what+") in "+x.Partition, x, s, reported[x.Account+"/"+x.User], sprioMaxAge)
-		}
-	}
+	first, seen := explainAgainstSprio(t, explain, ev.Ran, ev.Pending, sprio, report, sprioMaxAge)
 	if seen != len(sprio) {
 		t.Errorf("compared %d job partitions, sprio lists %d", seen, len(sprio))
 	}
@@ -292,6 +268,49 @@ func judgeStarted(t *testing.T, explain func(args ...string) (int, string, strin
 	if p := float64(exps[0].Priority); math.Abs(p-first[started+"/p1"]) > 2 {
 		t.Errorf("job %s after it started, --at when it was pending: priority %.0f, before %.0f", started, p, first[started+"/p1"])
 	}
+}
+
+// explainAgainstSprio runs explain --job (by explain, --at ran) for each
+// pending job (id: what it is) and compares each of its partitions with
+// sprio's line (checkAgainstSprio), the fairshare formula on sshare's
+// FairShare (report). It returns each job partition's priority and how
+// many of sprio's lines it compared.
+func explainAgainstSprio(t *testing.T, explain func(args ...string) (int, string, string), ran int64, pending map[string]string,
+	sprio map[string]sprioRow, report *shares.Table, maxAge float64) (first map[string]float64, seen int) {
+	t.Helper()
+	reported := map[string]float64{} // account/user: FairShare
+	for _, r := range report.Rows {
+		reported[r.Account+"/"+r.User] = r.FairShare
+	}
+	first = map[string]float64{} // job/partition: priority
+	for id, what := range pending {
+		code, out, errOut := explain("--job", id, "--at", fmt.Sprint(ran), "--reported.source", "none", "--output", "json")
+		var exps []jobExplanation
+		if err := json.Unmarshal([]byte(out), &exps); code != 0 || err != nil {
+			t.Fatalf("explain --job %s (%s): exit %d, %v\n%s\n%s", id, what, code, err, out, errOut)
+		}
+		for _, x := range exps {
+			s, ok := sprio[id+"/"+x.Partition]
+			if !ok {
+				t.Errorf("job %s (%s) partition %s: computed, but sprio does not list it", id, what, x.Partition)
+				continue
+			}
+			seen++
+			first[id+"/"+x.Partition] = float64(x.Priority)
+			checkAgainstSprio(t, id+" ("+what+") in "+x.Partition, x, s, reported[x.Account+"/"+x.User], maxAge)
+		}
+	}
+	return first, seen
+}
+
+// parseSshare parses sshare -a -l -P output.
+func parseSshare(t *testing.T, ss string) *shares.Table {
+	t.Helper()
+	report, err := sshare.Parse(strings.NewReader(ss), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return report
 }
 
 func checkAgainstSprio(t *testing.T, what string, x jobExplanation, s sprioRow, reportedFS float64, maxAge float64) {
