@@ -42,6 +42,11 @@ import (
 // by a high one, a pending job cancelled, a heterogeneous job across the
 // two nodes.
 //
+// Serve watches it throughout, with Prometheus evaluating the shipped
+// rules (siteSoak): no scrape may have an association beyond tolerance,
+// and no alert may be pending or firing until idle (the restart after it
+// takes slurmctld away for a moment, which the rules rightly note).
+//
 // What the issue asks (siteEvent.judge): check exits 0 at every moment,
 // and when idle every user holding 1% of root's usage or more is within
 // 0.5% of slurmctld's RawUsage. Before the exporter charges the unrounded
@@ -366,6 +371,7 @@ func siteShaped(t *testing.T, release string) {
 	if recording() {
 		startRun(t, s.run)
 	}
+	soak := startSiteSoak(t, c, s.db)
 	ids := siteJobs(c, int(time.Until(hourAt.Add(4*time.Minute)).Seconds()))
 	var submitted []string
 	for name, id := range ids {
@@ -399,7 +405,9 @@ func siteShaped(t *testing.T, release string) {
 	c.WaitDecayPass()
 	c.WaitDecayPass()
 	s.capture("idle", true)
+	soak.alerts(t, "idle")
 	s.maxTRES()
+	soak.end(t)
 	siteLogDatabase(t, c)
 }
 
