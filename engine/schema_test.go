@@ -17,7 +17,9 @@ import (
 // tables) is logged at info once when first read, not again while it
 // stays, and again when it changes (acct_table.flags dropped, seen at the
 // Refresher's next look at the schema); Build publishes it with the
-// cluster.
+// cluster. A change with no conversion is seen at the next look, a
+// conversion (convert_version_table raised, as slurmdbd does when it
+// upgrades the database) at the next refresh.
 func TestSchemaLogged(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	dsn := storageDB(t, srv, "a", "")
@@ -77,5 +79,16 @@ func TestSchemaLogged(t *testing.T) {
 	l = schemaLogs()
 	if len(l) != 2 || l[1].Level != "info" || !strings.Contains(l[1].Message, "changed") || !is(l[1].AccountFlags, false) || !is(l[1].Lineage, true) {
 		t.Errorf("after the schema changed, want a second info line saying so: %+v\n%s", l, logs)
+	}
+
+	later := at.Add(slurmdbd.RecheckHours + 2*time.Minute)
+	srv.MustSQL("USE a; ALTER TABLE acct_table ADD COLUMN flags int unsigned default 0 not null")
+	if s := refresh(later.Add(time.Minute)); s == nil || *s != want {
+		t.Errorf("a column added without a conversion, before the next look: published %+v, want the schema as it was %+v", s, want)
+	}
+	srv.MustSQL("USE a; UPDATE convert_version_table SET version = version + 1")
+	want.AccountFlags = true
+	if s := refresh(later.Add(2 * time.Minute)); s == nil || *s != want {
+		t.Errorf("after slurmdbd's conversion: published %+v, want %+v at once", s, want)
 	}
 }

@@ -55,6 +55,9 @@ type Layout struct {
 	// (22.05); HourModIndex: one starts with mod_time (archive_purge,
 	// 24.11+, which have no time_start index).
 	HourTimeIndex, HourModIndex bool
+	// Convert is convert_version_table's version: slurmdbd raises it when
+	// it converts the database to a new release's schema (0: no table).
+	Convert int64
 	// Txn: txn_table, where slurmdbd logs every change an administrator
 	// makes (sacctmgr), associations included.
 	Txn bool
@@ -127,8 +130,13 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
+	convert, err := c.convertVersion(ctx)
+	if err != nil {
+		return Layout{}, err
+	}
 	a := cols["assoc_table"]
 	return Layout{
+		Convert:       convert,
 		HourTimeIndex: timeIndex, HourModIndex: modIndex,
 		LftRgt:    a["lft"] && a["rgt"],
 		IDParent:  a["id_parent"],
@@ -138,4 +146,19 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 		QOSUsage:  cols["qos_usage_hour_table"]["id_alt"],
 		Txn:       cols["txn_table"]["id"],
 	}, nil
+}
+
+const sqlConvertVersion = "SELECT COALESCE(MAX(`version`), 0) FROM `convert_version_table`"
+
+// convertVersion is the version slurmdbd last converted the database to,
+// 0 where the table is missing: read at every refresh, it tells an upgrade
+// of slurmdbd at once, where a look at information_schema costs more.
+func (c Cluster) convertVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := c.db.query(ctx, "reading convert_version_table", sqlConvertVersion, func(r *sql.Rows) error { return r.Scan(&v) })
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 { // ER_NO_SUCH_TABLE
+		return 0, nil
+	}
+	return v, err
 }

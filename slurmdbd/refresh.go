@@ -116,11 +116,21 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 	return f, nil
 }
 
-// readLayout is the cluster's schema, read again every RecheckHours: it
-// changes only with a slurmdbd upgrade, and reading information_schema
-// was a tenth of a steady refresh.
+// readLayout is the cluster's schema, read again when slurmdbd converted
+// the database (Layout.Convert), after a failed refresh (Refresh), and
+// every RecheckHours for a change no conversion marks: it changes only
+// with a slurmdbd upgrade, and reading information_schema was a tenth of
+// a steady refresh.
 func (r *Refresher) readLayout(ctx context.Context, at time.Time) (Layout, error) {
-	if r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt {
+	stale := r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt
+	if !stale {
+		v, err := r.Cluster.convertVersion(ctx)
+		if err != nil {
+			return Layout{}, err
+		}
+		stale = v != r.layout.Convert
+	}
+	if stale {
 		l, err := r.Cluster.Layout(ctx)
 		if err != nil {
 			return Layout{}, err
