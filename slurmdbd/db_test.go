@@ -29,13 +29,14 @@ type release struct {
 // releases are real databases: full dumps taken from real slurmdbd
 // (testdata/README.md says how), and layouts derived from them.
 var releases = []release{
-	{name: "22.05", dir: "slurm-22.05", cluster: "", layout: Layout{LftRgt: true, HourTimeIndex: true, Txn: true}},
+	{name: "22.05", dir: "slurm-22.05", cluster: "", layout: Layout{LftRgt: true, HourTimeIndex: true, Txn: true, Convert: 12}},
 	{name: "23.11 (derived from 24.11: no acct flags, id_alt or QOS usage tables)", dir: "slurm-24.11", cluster: "v2411",
-		layout: Layout{LftRgt: true, IDParent: true, Lineage: true, HourModIndex: true, Txn: true}, sameOrder: true,
-		alter: "ALTER TABLE acct_table DROP COLUMN flags; ALTER TABLE v2411_assoc_usage_hour_table DROP COLUMN id_alt;" +
+		layout: Layout{LftRgt: true, IDParent: true, Lineage: true, HourModIndex: true, Txn: true, Convert: 15}, sameOrder: true,
+		// 23.11's CONVERT_VERSION is 15 (as_mysql_convert.c)
+		alter: "UPDATE convert_version_table SET version = 15; ALTER TABLE acct_table DROP COLUMN flags; ALTER TABLE v2411_assoc_usage_hour_table DROP COLUMN id_alt;" +
 			" DROP TABLE v2411_qos_usage_hour_table, v2411_qos_usage_day_table, v2411_qos_usage_month_table"},
-	{name: "24.11", dir: "slurm-24.11", cluster: "v2411", layout: Layout{LftRgt: true, IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true}, sameOrder: true},
-	{name: "25.11", dir: "slurm-25.11", cluster: "v2511", layout: Layout{IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true}, sameOrder: true},
+	{name: "24.11", dir: "slurm-24.11", cluster: "v2411", layout: Layout{LftRgt: true, IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true, Convert: 16}, sameOrder: true},
+	{name: "25.11", dir: "slurm-25.11", cluster: "v2511", layout: Layout{IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true, Convert: 16}, sameOrder: true},
 }
 
 var dbSeq int
