@@ -118,7 +118,7 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 
 // readLayout is the cluster's schema, read again every RecheckHours: it
 // changes only with a slurmdbd upgrade, and reading information_schema
-// was a tenth of a steady refresh.
+// at every refresh would be a tenth of a steady refresh.
 func (r *Refresher) readLayout(ctx context.Context, at time.Time) (Layout, error) {
 	if r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt {
 		l, err := r.Cluster.Layout(ctx)

@@ -85,8 +85,8 @@ func (d *restd) took() []string {
 // TestRESTDetectVersion: without a version, Fetch tries the newest
 // data_parser version first and goes to the next on 404 only; it
 // remembers the one that answered, and probes again when that one answers
-// 404 (slurmrestd upgraded). Before, the version was a flag defaulting to
-// v0.0.41, which 26.05 no longer serves.
+// 404 (slurmrestd upgraded): a fixed version breaks on an upgrade, as
+// 26.05 no longer serves v0.0.41.
 func TestRESTDetectVersion(t *testing.T) {
 	ctx := context.Background()
 	type chosen struct{ got []string }
@@ -193,7 +193,7 @@ func TestRESTDetectVersion(t *testing.T) {
 
 // TestRESTUnixSocket: a unix:// URL reaches slurmrestd on its socket
 // (rest_auth/local), with no token unless one is given; errors name the
-// socket. Before, the URL was refused.
+// socket.
 func TestRESTUnixSocket(t *testing.T) {
 	ctx := context.Background()
 	d := newRestd(t, "25.11", "v0.0.43", "v0.0.44")

@@ -53,14 +53,15 @@ type Inputs struct {
 	RowsByQOS bool
 	// Charged, when set, stands for Base charged to the tree (Charge) as
 	// of an earlier moment, and BaseScale is the decay since: a Refresher
-	// charges its 100k frozen sums once when they change, not at every
-	// refresh (two thirds of a steady refresh's CPU).
+	// charges its frozen sums once when they change, not at every
+	// refresh, where charging them would be most of a steady refresh's CPU.
 	Charged   *Charged
 	BaseScale float64
 
 	// weights is Bucket's weight of one alloc_sec per rollup row start
-	// and period: every row of an hour decays alike, and a math.Pow per
-	// row was a quarter of a steady refresh's CPU at 10k associations.
+	// and period: every row of an hour decays alike, so one math.Pow
+	// serves them all, where one per row would be a large part of a
+	// steady refresh's CPU.
 	weights map[bucketKey]float64
 	// hours are the weights of the hours from hoursBase on, one a slot
 	// (0: not computed yet): rowWeight looks up every rolled-up hour of
@@ -270,9 +271,8 @@ func (b *rebuild) sum() {
 // usage may come out and still be rounding. A finished job's tail is taken
 // out of rollups that were spread over their hour, decayed and summed in
 // another order (frozen sums are scaled once per refresh), so a job whose
-// whole usage is its tail leaves a remainder of either sign near 0: the
-// exporter failed every refresh on -9.2e-11 once the fault tests' data
-// had decayed for two days.
+// whole usage is its tail leaves a remainder of either sign near 0, such
+// as -9.2e-11 after two days of decay, which must not fail a refresh.
 const tailSlack = 1.0
 
 // clampTails sets negative own usage (before subtree sums) to 0: usage

@@ -164,8 +164,8 @@ func TestUnchargedTails(t *testing.T) {
 
 // TestRetimedPartialHours: a rollup row is spread over its hour, but a job
 // that started or ended inside the hour charged slurmctld at its own time.
-// Right after a rollup, the minutes before it of a job still running were
-// weighed as if at the middle of the hour: with a one-hour half-life 24 %
+// Right after a rollup, spread, the minutes before it of a job still
+// running would weigh as if at the middle of the hour: with a one-hour half-life 24 %
 // below what slurmctld charged (real 22.05 in TestServeRealSlurm, across an
 // hourly rollup: raw usage drift 0.26, falling to 0.16 as the jobs ran
 // on). The want is slurmctld's charging pass by pass (Passes.JobUsage)
@@ -183,7 +183,7 @@ func TestRetimedPartialHours(t *testing.T) {
 	}
 	// at a 10-minute half-life the first and last pass intervals of a
 	// job weigh most: spread as one job in its hour (BucketUsage), the
-	// 100-second job was 1.7% off (issue 30)
+	// 100-second job would be 1.7% off
 	for _, hl := range []float64{3600, 600} {
 		p := fairshare.Passes{HalfLife: hl, Period: 60, Phase: 17, ChargeJobEnd: true}
 		for _, at := range []float64{h + 30, h + 90, h + 300} {

@@ -7,11 +7,11 @@ import "math"
 // charged them (JobUsageIn), rather than spread over the hour with the
 // rest of the row, per unit of count. A full hour of the job is its row's
 // spread already. Without it, right after each rollup the minutes a
-// running job had before it weighed as if at the middle of the hour: with
-// a one-hour half-life a quarter less than slurmctld charged
+// running job had before it would weigh as if at the middle of the hour:
+// with a one-hour half-life a quarter less than slurmctld charged
 // (TestRetimedPartialHours). Spread as one job in the bucket
-// (BucketUsage) instead, a 4-minute job's usage was 1.7% above slurmctld's
-// at a 10-minute half-life. Hours before HoursFrom are frozen
+// (BucketUsage) instead, a 4-minute job's usage would be 1.7% above
+// slurmctld's at a 10-minute half-life. Hours before HoursFrom are frozen
 // as spread: by then the difference is at most 0.35·3600/HalfLife of an
 // hour's usage, decayed by the six hours of slurmdbd.DefaultReread.
 func (in *Inputs) retime(j Job) float64 {
