@@ -189,8 +189,8 @@ func TestImportsGoDown(t *testing.T) {
 
 // pure are packages that compute and do no I/O of their own: they must not
 // reach a process, the network or a database, even through a package
-// they import (drift took *sshare.Output once, and with it os/exec and
-// net/http).
+// they import (a type of sshare's as a parameter brings os/exec and
+// net/http with it).
 var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result", "./usage"}
 
 func TestPurePackagesDoNoIO(t *testing.T) {
