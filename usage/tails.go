@@ -1,6 +1,11 @@
 package usage
 
-import "math"
+import (
+	"fmt"
+	"math"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+)
 
 // Tails takes finished jobs' uncharged last intervals (tail) out of the
 // rolled-up usage, which counts them: the (negative) usage per id_assoc
@@ -95,4 +100,31 @@ func (in *Inputs) tailIn(j Job, from, lo, hi float64) float64 {
 		return 0
 	}
 	return in.Passes.BucketUsage(start, end, in.At, end-start)
+}
+
+// tailSlack is how far below zero (TRES-seconds) an association's own
+// usage may come out and still be rounding. A finished job's tail is taken
+// out of rollups that were spread over their hour, decayed and summed in
+// another order (frozen sums are scaled once per refresh), so a job whose
+// whole usage is its tail leaves a remainder of either sign near 0, such
+// as -9.2e-11 after two days of decay, which must not fail a refresh.
+const tailSlack = 1.0
+
+// clampTails sets negative own usage (before subtree sums) to 0: usage
+// cannot be below zero, and fairshare rejects it. A value below -tailSlack
+// is more than rounding: the job records and rollups disagree, and it is
+// reported.
+func clampTails(s []float64, id uint32, assocs []fairshare.Association) (problems []error) {
+	for i, v := range s {
+		if v >= 0 {
+			continue
+		}
+		if v < -tailSlack {
+			a := assocs[i]
+			problems = append(problems, &Problem{Identity: fmt.Sprintf("negative usage of id_tres=%d of account=%q user=%q", id, a.Account, a.User),
+				Err: fmt.Errorf("usage of id_tres=%d of account=%q user=%q is %g after taking out finished jobs' uncharged tails: the job records and rollups disagree: counted as 0", id, a.Account, a.User, v)})
+		}
+		s[i] = 0
+	}
+	return problems
 }
