@@ -11,10 +11,10 @@ import (
 // TestRetimedPartialHours: a rollup row is spread over its hour, but a job
 // that started or ended inside the hour charged slurmctld at its own time.
 // Right after a rollup, spread, the minutes before it of a job still
-// running would weigh as if at the middle of the hour: with a one-hour half-life 24 %
-// below what slurmctld charged (real 22.05 in TestServeRealSlurm, across an
-// hourly rollup: raw usage drift 0.26, falling to 0.16 as the jobs ran
-// on). The want is slurmctld's charging pass by pass (Passes.JobUsage)
+// running would weigh as if at the middle of the hour: with a one-hour
+// half-life 24 % below what slurmctld charged (real 22.05 in
+// TestServeRealSlurm, across an hourly rollup: raw usage drift 0.26,
+// falling to 0.16 as the jobs ran on). The want is slurmctld's charging pass by pass (Passes.JobUsage)
 // from each job's own start; with a part of an hour before HoursFrom the
 // frozen sums hold it, and it stays spread.
 func TestRetimedPartialHours(t *testing.T) {
