@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"go/ast"
 	"go/importer"
 	"go/parser"
@@ -8,6 +9,7 @@ import (
 	"go/types"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,8 +189,8 @@ func TestImportsGoDown(t *testing.T) {
 
 // pure are packages that compute and do no I/O of their own: they must not
 // reach a process, the network or a database, even through a package
-// they import (drift took *sshare.Output once, and with it os/exec and
-// net/http).
+// they import (a type of sshare's as a parameter brings os/exec and
+// net/http with it).
 var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result", "./usage"}
 
 func TestPurePackagesDoNoIO(t *testing.T) {
@@ -247,14 +249,73 @@ func TestGroupsValidateOnEveryCommand(t *testing.T) {
 }
 
 // maxFuncLines is the longest a non-test function may be: a reader holds
-// one step in view (issue 32 split the 15 that were longer, up to 196
-// lines, into named steps).
+// one step in view.
 const maxFuncLines = 80
 
 // TestFunctionsShort: no non-test function of the module is longer than
 // maxFuncLines, from its func line to its closing brace.
 func TestFunctionsShort(t *testing.T) {
 	fset := token.NewFileSet()
+	for _, path := range productFiles(t) {
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+					t.Errorf("%s: %s is %d lines: expected at most %d (split it into named steps)", path, fn.Name.Name, n, maxFuncLines)
+				}
+			}
+		}
+	}
+}
+
+// maxFileLines is the longest a non-test file may be: a file holds one
+// idea, named for it (fairshare/ by algorithm), and one idea fits in this.
+// Test files may be longer: a table of cases grows with the cases.
+const maxFileLines = 500
+
+// overCapUntilEngineSplit are files over maxFileLines in engine/, drift/
+// and slurmconf/, split in the engine part of the untangling, which
+// rewrites those packages. Waiting for it, not exempt: delete each entry
+// as its file is split, and this list with the last (the test says when).
+var overCapUntilEngineSplit = map[string]bool{
+	"engine/engine.go":    true,
+	"engine/build.go":     true,
+	"drift/compare.go":    true,
+	"slurmconf/config.go": true,
+}
+
+// TestFilesShort: no non-test file of the module is longer than
+// maxFileLines, but those of overCapUntilEngineSplit, each still over it.
+func TestFilesShort(t *testing.T) {
+	waiting := maps.Clone(overCapUntilEngineSplit)
+	for _, path := range productFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := bytes.Count(b, []byte("\n"))
+		path = filepath.ToSlash(path)
+		switch over := n > maxFileLines; {
+		case over && !waiting[path]:
+			t.Errorf("%s is %d lines: expected at most %d (split it into files of one idea each, named for it)", path, n, maxFileLines)
+		case !over && waiting[path]:
+			t.Errorf("%s is %d lines, within the cap: delete it from overCapUntilEngineSplit", path, n)
+		}
+		delete(waiting, path)
+	}
+	for path := range waiting {
+		t.Errorf("%s is gone: delete it from overCapUntilEngineSplit", path)
+	}
+}
+
+// productFiles are the module's non-test .go files, but those under
+// testdata, hidden directories and modules of their own
+// (dashboards/grafana).
+func productFiles(t *testing.T) []string {
+	var out []string
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -264,26 +325,16 @@ func TestFunctionsShort(t *testing.T) {
 		}
 		if d.IsDir() && path != "." {
 			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // a module of its own (dashboards/grafana)
+				return filepath.SkipDir
 			}
 		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
-		for _, decl := range f.Decls {
-			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
-				if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
-					t.Errorf("%s: %s is %d lines: expected at most %d (split it into named steps)", path, fn.Name.Name, n, maxFuncLines)
-				}
-			}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			out = append(out, path)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
 }

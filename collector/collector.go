@@ -280,7 +280,7 @@ func collectClusterAssocs(cl *result.Cluster, extended bool, gauge gaugeFunc) {
 		rankLo, rankHi = subtreeRanks(cl.Assocs)
 	}
 	// one label buffer for every sample: the sinks keep no label slice,
-	// and a slice per sample was most of a publish's garbage at 100k
+	// and a slice per sample would be most of a publish's garbage
 	lb := make([]string, len(assocLabels)+1)
 	l := lb[:len(assocLabels)]
 	with := func(extra string) []string { lb[len(l)] = extra; return lb }

@@ -19,7 +19,7 @@ func assocDigest(s *result.Snapshot, extended bool) uint64 {
 	var h maphash.Hash
 	h.SetSeed(digestSeed)
 	// values are gathered and hashed 4 KB at a time: a Write per value
-	// was most of the digest's time at 100k associations
+	// would be most of the digest's time
 	b := make([]byte, 0, 4096+256)
 	flush := func() {
 		if len(b) >= 4096 {
@@ -80,8 +80,8 @@ func assocDigest(s *result.Snapshot, extended bool) uint64 {
 // sameAssocs reports whether b's association series are a's without
 // hashing them: the same association slices (a published snapshot does
 // not change, and the exporter publishes an unchanged tree's associations
-// again), cluster names, algorithms and TRES names. Hashing was most of
-// the publish stage of a steady refresh.
+// again), cluster names, algorithms and TRES names. Hashing them would be
+// most of the publish stage of a steady refresh, whose tree seldom changes.
 func sameAssocs(a, b *result.Snapshot) bool {
 	if a == nil || len(a.Clusters) != len(b.Clusters) {
 		return false

@@ -70,10 +70,11 @@ type own struct {
 	err error
 }
 
-// ownGzip gathers g at most once per ownEvery: under 50 concurrent
+// ownGzip gathers g at most once per ownEvery: under many concurrent
 // scrapes, reading /proc for each (the process collector reads
-// /proc/self/net/netstat too) and compressing its text again was 40% of a
-// scrape's CPU; a scrape every 15 s or more sees each gathering once.
+// /proc/self/net/netstat too) and compressing its text again would be a
+// large part of a scrape's CPU; a scrape every 15 s or more sees each
+// gathering once.
 func (c *Collector) ownGzip(g prometheus.Gatherer) ([]byte, error) {
 	o := &c.own
 	o.mu.Lock()
@@ -158,9 +159,8 @@ func newGzipPool(level int) *gzipPool {
 var (
 	// keptGzip compresses what publish renders once and every scrape
 	// sends, whose bytes are most of a scrape's cost under concurrent
-	// scrapers: level 2 is 12% smaller than BestSpeed (BenchmarkScrape10k:
-	// 2.26 against 2.57 MB) in the same time (BenchmarkPublish100k:
-	// 0.54 s); level 4 takes 40% longer for 6% less.
+	// scrapers: level 2 is 12% smaller than BestSpeed in the same time;
+	// level 4 takes 40% longer for 6% less (docs/performance.md).
 	keptGzip = newGzipPool(2)
 	// scrapeGzip compresses what each scrape renders, which is small: a
 	// level-2 writer's Reset alone clears 640 KB of hash tables.
@@ -169,7 +169,7 @@ var (
 
 // gzipped is what write writes, as one gzip member; about is how long the
 // last one was (0: unknown). Grown by doubling instead, the 16 MB of a
-// 100k-association rendering left as much garbage.
+// 100k-association rendering would leave as much garbage.
 func (p *gzipPool) gzipped(about int, write func(io.Writer)) []byte {
 	var gz bytes.Buffer
 	gz.Grow(about + about/8)

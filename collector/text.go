@@ -14,11 +14,11 @@ import (
 // renderGzip renders what collect sends straight into the text exposition
 // format, gzipped, family by family in Descs order: a first pass finds
 // the families, then one pass each formats that family's samples only,
-// through a small buffer. At 10k associations (some 200k series)
-// client_golang's Gather built a protobuf message per series: 1.4 s and
-// most of the exporter's memory per publish, for bytes that are the same
-// (TestRenderMatchesClientGolang); at 100k associations holding the text
-// (100 MB) before compressing it was most of the peak RSS.
+// through a small buffer. client_golang's Gather builds a protobuf
+// message per series (some 200k at 10k associations): most of a
+// publish's time and of the exporter's memory, for bytes that are the same
+// (TestRenderMatchesClientGolang); and holding the whole text (100 MB at
+// 100k associations) before compressing it would be most of the peak RSS.
 func renderGzip(p *gzipPool, about int, collect func(sink)) []byte {
 	return p.gzipped(about, func(zw io.Writer) {
 		seen := make([]bool, len(Descs))

@@ -50,8 +50,8 @@ func TestJobUsageByHand(t *testing.T) {
 	near(t, "running job", p.JobUsage(30, 0, 200, 4), want, 1e-9)
 }
 
-// TestJobUsageInRealSlurm is a job of real Slurm 22.05.8 (the 10-minute
-// half-life history of issue 30, limits): erin's 128 CPUs from :27 to 3:51
+// TestJobUsageInRealSlurm is a job of real Slurm 22.05.8 (a 10-minute
+// half-life, AccountingStorageEnforce=limits): erin's 128 CPUs from :27 to 3:51
 // later (epoch 1795776087 to 1795776318), passes at :20 of every minute,
 // nothing else charged to her; slurmctld's log (DebugFlags=Priority) gave
 // her 17380.783914 at the pass of 1795776620. Its charges: 53 s at the

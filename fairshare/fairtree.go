@@ -181,7 +181,7 @@ func (t *Tree) RankIntervals(vals []Values, lfsErr []float64) (lo, hi []int32) {
 	}
 	surely, maybe := make([]int32, n), make([]int32, n) // users before, accumulated down the path
 	var byLow, byHigh, exact []rankEdge
-	var sumLow, sumHigh, sumExact []int32 // scratch, as above: one set per sibling group was most of a comparison's allocations
+	var sumLow, sumHigh, sumExact []int32 // scratch, as above: reused by every sibling group, where a set per group would be most of a comparison's allocations
 	for _, p := range t.order {
 		sib := t.kids[t.kidStart[p]:t.kidStart[p+1]]
 		if len(sib) == 0 {

@@ -56,7 +56,7 @@ PartitionName=long Nodes=ALL PriorityJobFactor=2 MaxTime=7-0
 
 // History is how long the demo's slurmctld has run when the demo starts:
 // two of its half-lives (PriorityDecayHalfLife=7-0, Slurm's default; at a
-// 1-day half-life, rolled-up hours spread evenly over their passes were
+// 1-day half-life, rolled-up hours spread evenly over their passes are
 // 0.51% off slurmctld's charge, beyond --drift.usage-tolerance on a
 // healthy demo: the approximation fairshare.Passes.BucketUsage names).
 const History = 14 * 24 * time.Hour

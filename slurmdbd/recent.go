@@ -14,8 +14,8 @@ import (
 // recentHours are the hour rows at or above the watermark as last read,
 // kept between refreshes: slurmdbd sets mod_time on every row it writes
 // or re-rolls, so a steady refresh reads only the rows changed since.
-// Re-reading the whole window was 18 of a steady refresh's 33 ms at 10k
-// associations (BenchmarkLoad).
+// Re-reading the whole window would be most of a steady refresh
+// (BenchmarkLoad).
 type recentHours struct {
 	rows map[hourKey]usage.Row
 	// lastRan and readAt are the hourly rollup and the refresh moment of
@@ -42,8 +42,8 @@ type hourKey struct {
 
 // RecheckHours is how often a steady refresh looks for re-rolled hours
 // when the hour table has no mod_time index (up to 23.02): the query then
-// reads the whole re-read window on the server, 18 of a steady refresh's
-// 33 ms at 10k associations. slurmdbd rewrites rolled hours only after
+// reads the whole re-read window on the server, most of a steady
+// refresh. slurmdbd rewrites rolled hours only after
 // rewinding last_ran (late job records), so between rollups nothing
 // changes unless a rewind and its re-roll both fall between two refreshes;
 // those hours are seen within RecheckHours.

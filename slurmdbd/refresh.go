@@ -119,8 +119,8 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 // readLayout is the cluster's schema, read again when slurmdbd converted
 // the database (Layout.Convert), after a failed refresh (Refresh), and
 // every RecheckHours for a change no conversion marks: it changes only
-// with a slurmdbd upgrade, and reading information_schema was a tenth of
-// a steady refresh.
+// with a slurmdbd upgrade, and reading information_schema at every
+// refresh would be a tenth of a steady refresh.
 func (r *Refresher) readLayout(ctx context.Context, at time.Time) (Layout, error) {
 	stale := r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt
 	if !stale {

@@ -17,8 +17,8 @@ import (
 // it needs (the job table locked once the hours were read, so its query
 // times out) leaves the frozen sums as they were: the next refresh is
 // still incremental and still what reading the whole history gives.
-// Before, the sums were decayed and the newly frozen hours added before
-// the failure, and again at the next refresh.
+// Sums decayed and newly frozen hours added before the failure would be
+// decayed and added again by the next refresh.
 func TestRefreshFailsCleanly(t *testing.T) {
 	ctx := context.Background()
 	srv := mariadbtest.Start(t, "")

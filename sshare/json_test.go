@@ -2,23 +2,14 @@ package sshare
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
@@ -256,40 +247,6 @@ func sameRow(a, b shares.Row) bool {
 	return a == b
 }
 
-// TestParseJSONNonFinite: the bare tokens of v0.0.40/41 outside strings,
-// the same text inside strings untouched, escapes included.
-func TestParseJSONNonFinite(t *testing.T) {
-	in := doc(`{"cluster":"c","name":"root","parent":"","shares":{"set":false,"infinite":false,"number":0},"usage":10,"effective_usage":1.0,"fairshare":{"factor":0.0,"level":4294967294.0},"type":["ASSOCIATION"]}`,
-		`{"cluster":"c","name":"Inf\"Infinity NaN\\","parent":"root","shares":{"set":true,"infinite":false,"number":1},"usage":0,"effective_usage":NaN,"fairshare":{"factor":1.0,"level":Infinity},"type":["ASSOCIATION"]}`,
-		`{"cluster":"c","name":"-Infinity","parent":"Inf\"Infinity NaN\\","shares":{"set":true,"infinite":false,"number":2147483647},"usage":0,"effective_usage":0.0,"fairshare":{"factor":1.0,"level":-Infinity},"type":["USER"]}`,
-		`{"cluster":"c","name":"u","parent":"Inf\"Infinity NaN\\","shares":{"set":true,"infinite":false,"number":1},"usage":5,"effective_usage":0.5,"fairshare":{"factor":0.5,"level":1.8446744073709552e+19},"type":["USER"]}`)
-	out, err := ParseJSON(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acct, pu, u := out.Rows[1], out.Rows[2], out.Rows[3]
-	if acct.Account != `Inf"Infinity NaN\` || !math.IsNaN(acct.EffectvUsage) || !math.IsInf(acct.LevelFS, 1) || !math.IsNaN(out.Rows[0].LevelFS) {
-		t.Errorf("account %+v, root %+v", acct, out.Rows[0])
-	}
-	if pu.User != "-Infinity" || pu.Account != acct.Account || pu.Depth != 2 || !math.IsInf(pu.LevelFS, -1) || pu.RawShares != fairshare.SharesParent {
-		t.Errorf("user %+v", pu)
-	}
-	if !math.IsInf(u.LevelFS, 1) || u.FairShare != 0.5 || u.RawUsage != 5 {
-		t.Errorf("user %+v", u)
-	}
-	if !out.Has(shares.LevelFS) || out.FactorMissing {
-		t.Errorf("columns %v, FactorMissing %v: want Fair Tree", out.Columns, out.FactorMissing)
-	}
-
-	// The real bare Infinity: 24.11 v0.0.40, root's user row and u12.
-	v40 := parseJSONFile(t, "../testdata/slurm-24.11/shares-v0.0.40.json")
-	for _, i := range []int{1, 5} {
-		if !math.IsInf(v40.Rows[i].LevelFS, 1) {
-			t.Errorf("24.11 v0.0.40 row %d: %+v", i+1, v40.Rows[i])
-		}
-	}
-}
-
 func doc(rows ...string) string {
 	return `{"shares":{"shares":[` + strings.Join(rows, ",") + `],"total_shares":0},"meta":{"slurm":{"release":"24.11.7"}},"errors":[],"warnings":[]}`
 }
@@ -379,185 +336,6 @@ func TestParseJSONErrSlurm(t *testing.T) {
 	if _, err := ParseJSON(strings.NewReader(`{`)); errors.Is(err, ErrSlurm) {
 		t.Errorf("syntax error %v is ErrSlurm", err)
 	}
-}
-
-// fetchREST is one fetch at an explicit version, as serve makes them with
-// --slurmrestd.api-version.
-func fetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*shares.Table, error) {
-	r, err := NewREST(client, baseURL, version, user)
-	if err != nil {
-		return nil, err
-	}
-	return r.Fetch(ctx, token)
-}
-
-func TestFetchREST(t *testing.T) {
-	body, err := os.ReadFile("../testdata/slurm-24.11/shares-v0.0.40.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path != "/api/slurm/v0.0.40/shares" || r.Method != http.MethodGet:
-			http.NotFound(w, r)
-		case r.Header.Get("X-SLURM-USER-NAME") != "slurm" || r.Header.Get("X-SLURM-USER-TOKEN") != "tok":
-			w.WriteHeader(http.StatusUnauthorized)
-			w.Write([]byte(`{"errors":[{"error":"Authentication failure"}]}` + strings.Repeat(" ", 1000) + "TAIL"))
-		default:
-			w.Write(body)
-		}
-	}))
-	defer srv.Close()
-	ctx := context.Background()
-
-	out, err := fetchREST(ctx, srv.Client(), srv.URL+"/api/", "v0.0.40", "slurm", "tok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Rows) != 17 || out.Release != "24.11.7" || !math.IsInf(out.Rows[1].LevelFS, 1) {
-		t.Errorf("release %q, %d rows, root user %+v", out.Release, len(out.Rows), out.Rows[1])
-	}
-
-	_, err = fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "wrong")
-	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "Authentication failure") || strings.Contains(err.Error(), "TAIL") {
-		t.Errorf("bad token: %v", err)
-	}
-	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40/../x", "slurm", "tok"); err == nil {
-		t.Error("a version with a slash was accepted")
-	}
-
-	defer func(n int64) { maxRESTBody = n }(maxRESTBody)
-	maxRESTBody = int64(len(body)) - 1
-	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Errorf("body over the limit: %v", err)
-	}
-	maxRESTBody = int64(len(body))
-	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err != nil {
-		t.Errorf("body at the limit: %v", err)
-	}
-}
-
-// fakeSshare puts an sshare script first in PATH; it records its
-// SLURM_CONF and arguments in dir/args.
-func fakeSshare(t *testing.T, script string) (dir string) {
-	t.Helper()
-	if runtime.GOOS == "windows" {
-		t.Skip("needs /bin/sh")
-	}
-	dir = t.TempDir()
-	script = "#!/bin/sh\nprintf '%s\\n' \"$SLURM_CONF\" \"$@\" > " + filepath.Join(dir, "args") + "\n" + script
-	if err := os.WriteFile(filepath.Join(dir, "sshare"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	return dir
-}
-
-func TestRunJSON(t *testing.T) {
-	capture, err := filepath.Abs("../testdata/slurm-25.11/sshare-json-a-l-m.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakeSshare(t, "cat "+capture+"\n")
-	out, err := RunJSON(context.Background(), "/etc/slurm/test.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args, _ := os.ReadFile(filepath.Join(dir, "args"))
-	if string(args) != "/etc/slurm/test.conf\n--json\n-a\n-l\n-m\n" || len(out.Rows) != 17 {
-		t.Errorf("SLURM_CONF and arguments %q, %d rows", args, len(out.Rows))
-	}
-
-	// sshare --json puts slurmctld's refusal in the document, not on stderr.
-	failed := strings.Replace(doc(), `"errors":[]`, `"errors":[{"error":"Unable to contact slurm controller"}]`, 1)
-	fakeSshare(t, "echo '"+failed+"'\nexit 1\n")
-	if _, err := RunJSON(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "exit status 1") || !strings.Contains(err.Error(), "Unable to contact slurm controller") {
-		t.Errorf("failing sshare: %v", err)
-	}
-}
-
-// TestRunKillsGroup: when ctx ends, sshare and the children a wrapper
-// script started are killed, and Run returns at once; a child that left
-// the process group (setsid) and holds the pipes keeps Run waiting only
-// WaitDelay.
-func TestRunKillsGroup(t *testing.T) {
-	if testing.Short() {
-		t.Skip("takes WaitDelay, 5 s")
-	}
-	for _, tc := range []struct {
-		name, child string
-		most        time.Duration
-		run         func(context.Context, string) (*shares.Table, error)
-	}{
-		{"child in the group", "sleep 30 &", 2 * time.Second, RunJSON},
-		{"child out of the group", "setsid sleep 30 &", 8 * time.Second, RunJSON},
-		{"text, child in the group", "sleep 30 &", 2 * time.Second, Run},
-		{"text, child out of the group", "setsid sleep 30 &", 8 * time.Second, Run},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pidFile := filepath.Join(t.TempDir(), "pid")
-			fakeSshare(t, "echo $$ > "+pidFile+"\n"+tc.child+"\necho $! >> "+pidFile+"\nsleep 30\n")
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
-			start := time.Now()
-			_, err := tc.run(ctx, "x")
-			took := time.Since(start)
-			if err == nil || !strings.Contains(err.Error(), "deadline exceeded") || took > tc.most {
-				t.Errorf("after %v (most %v): %v", took, tc.most, err)
-			}
-			b, _ := os.ReadFile(pidFile)
-			pids := strings.Fields(string(b))
-			if len(pids) != 2 {
-				t.Fatalf("pid file %q", b)
-			}
-			if _, err := os.Stat("/proc/" + pids[0]); err == nil {
-				t.Errorf("sshare (pid %s) still running or not reaped", pids[0])
-			}
-			inGroup := !strings.HasPrefix(tc.child, "setsid")
-			// The pipe closes as a killed child closes its files, a moment
-			// before it turns zombie: give it that moment.
-			running := testenv.Running(pids[1])
-			for deadline := time.Now().Add(time.Second); running && inGroup && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-				running = testenv.Running(pids[1])
-			}
-			if running == inGroup {
-				t.Errorf("child (pid %s) running: %v, want %v", pids[1], running, !inGroup)
-			}
-			if pid, err := strconv.Atoi(pids[1]); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		})
-	}
-}
-
-// fuzzSeed shrinks a capture to its first two rows, root (NO_VAL level)
-// and root's user (infinite level), without the tres lists ParseJSON
-// ignores: the fuzzer minimizes every new input in time quadratic in its
-// length, and at 80 kB, or even 2 kB, that stalls it.
-func fuzzSeed(t testing.TB, capture []byte) []byte {
-	var doc struct {
-		Shares struct {
-			Shares []map[string]json.RawMessage `json:"shares"`
-		} `json:"shares"`
-		Meta struct {
-			Slurm json.RawMessage `json:"slurm"`
-		} `json:"meta"`
-		Errors json.RawMessage `json:"errors"`
-	}
-	if err := json.Unmarshal(finite(capture), &doc); err != nil {
-		t.Fatal(err)
-	}
-	rows := doc.Shares.Shares[:2]
-	for _, r := range rows {
-		delete(r, "tres")
-	}
-	doc.Shares.Shares = rows
-	b, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.ReplaceAll(b, []byte("1e999999"), []byte("Infinity"))
 }
 
 // FuzzParseJSON: any input fails with an error or gives rows whose depths

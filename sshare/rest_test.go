@@ -3,6 +3,7 @@ package sshare
 import (
 	"bytes"
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // restd stands in for slurmrestd: it serves real /shares bodies of the
@@ -85,8 +87,8 @@ func (d *restd) took() []string {
 // TestRESTDetectVersion: without a version, Fetch tries the newest
 // data_parser version first and goes to the next on 404 only; it
 // remembers the one that answered, and probes again when that one answers
-// 404 (slurmrestd upgraded). Before, the version was a flag defaulting to
-// v0.0.41, which 26.05 no longer serves.
+// 404 (slurmrestd upgraded): a fixed version breaks on an upgrade, as
+// 26.05 no longer serves v0.0.41.
 func TestRESTDetectVersion(t *testing.T) {
 	ctx := context.Background()
 	type chosen struct{ got []string }
@@ -193,7 +195,7 @@ func TestRESTDetectVersion(t *testing.T) {
 
 // TestRESTUnixSocket: a unix:// URL reaches slurmrestd on its socket
 // (rest_auth/local), with no token unless one is given; errors name the
-// socket. Before, the URL was refused.
+// socket.
 func TestRESTUnixSocket(t *testing.T) {
 	ctx := context.Background()
 	d := newRestd(t, "25.11", "v0.0.43", "v0.0.44")
@@ -271,5 +273,61 @@ func TestTokenFileBounded(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: still reading after 5 s", file)
 		}
+	}
+}
+
+// fetchREST is one fetch at an explicit version, as serve makes them with
+// --slurmrestd.api-version.
+func fetchREST(ctx context.Context, client *http.Client, baseURL, version, user, token string) (*shares.Table, error) {
+	r, err := NewREST(client, baseURL, version, user)
+	if err != nil {
+		return nil, err
+	}
+	return r.Fetch(ctx, token)
+}
+
+func TestFetchREST(t *testing.T) {
+	body, err := os.ReadFile("../testdata/slurm-24.11/shares-v0.0.40.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/api/slurm/v0.0.40/shares" || r.Method != http.MethodGet:
+			http.NotFound(w, r)
+		case r.Header.Get("X-SLURM-USER-NAME") != "slurm" || r.Header.Get("X-SLURM-USER-TOKEN") != "tok":
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"errors":[{"error":"Authentication failure"}]}` + strings.Repeat(" ", 1000) + "TAIL"))
+		default:
+			w.Write(body)
+		}
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+
+	out, err := fetchREST(ctx, srv.Client(), srv.URL+"/api/", "v0.0.40", "slurm", "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Rows) != 17 || out.Release != "24.11.7" || !math.IsInf(out.Rows[1].LevelFS, 1) {
+		t.Errorf("release %q, %d rows, root user %+v", out.Release, len(out.Rows), out.Rows[1])
+	}
+
+	_, err = fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "wrong")
+	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "Authentication failure") || strings.Contains(err.Error(), "TAIL") {
+		t.Errorf("bad token: %v", err)
+	}
+	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40/../x", "slurm", "tok"); err == nil {
+		t.Error("a version with a slash was accepted")
+	}
+
+	defer func(n int64) { maxRESTBody = n }(maxRESTBody)
+	maxRESTBody = int64(len(body)) - 1
+	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("body over the limit: %v", err)
+	}
+	maxRESTBody = int64(len(body))
+	if _, err := fetchREST(ctx, srv.Client(), srv.URL+"/api", "v0.0.40", "slurm", "tok"); err != nil {
+		t.Errorf("body at the limit: %v", err)
 	}
 }

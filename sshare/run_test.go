@@ -1,12 +1,20 @@
 package sshare
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
 // TestRun: the text listing parsed as sshare prints it; sshare's own
@@ -66,4 +74,127 @@ func TestParseBootTime(t *testing.T) {
 	if _, err := ParseBootTime(strings.NewReader("BOOT_TIME = yesterday\n")); err == nil || !strings.Contains(err.Error(), "yesterday") {
 		t.Errorf("bad BOOT_TIME: error %v, want one quoting it", err)
 	}
+}
+
+// fakeSshare puts an sshare script first in PATH; it records its
+// SLURM_CONF and arguments in dir/args.
+func fakeSshare(t *testing.T, script string) (dir string) {
+	t.Helper()
+	if runtime.GOOS == "windows" {
+		t.Skip("needs /bin/sh")
+	}
+	dir = t.TempDir()
+	script = "#!/bin/sh\nprintf '%s\\n' \"$SLURM_CONF\" \"$@\" > " + filepath.Join(dir, "args") + "\n" + script
+	if err := os.WriteFile(filepath.Join(dir, "sshare"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return dir
+}
+
+func TestRunJSON(t *testing.T) {
+	capture, err := filepath.Abs("../testdata/slurm-25.11/sshare-json-a-l-m.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fakeSshare(t, "cat "+capture+"\n")
+	out, err := RunJSON(context.Background(), "/etc/slurm/test.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _ := os.ReadFile(filepath.Join(dir, "args"))
+	if string(args) != "/etc/slurm/test.conf\n--json\n-a\n-l\n-m\n" || len(out.Rows) != 17 {
+		t.Errorf("SLURM_CONF and arguments %q, %d rows", args, len(out.Rows))
+	}
+
+	// sshare --json puts slurmctld's refusal in the document, not on stderr.
+	failed := strings.Replace(doc(), `"errors":[]`, `"errors":[{"error":"Unable to contact slurm controller"}]`, 1)
+	fakeSshare(t, "echo '"+failed+"'\nexit 1\n")
+	if _, err := RunJSON(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "exit status 1") || !strings.Contains(err.Error(), "Unable to contact slurm controller") {
+		t.Errorf("failing sshare: %v", err)
+	}
+}
+
+// TestRunKillsGroup: when ctx ends, sshare and the children a wrapper
+// script started are killed, and Run returns at once; a child that left
+// the process group (setsid) and holds the pipes keeps Run waiting only
+// WaitDelay.
+func TestRunKillsGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes WaitDelay, 5 s")
+	}
+	for _, tc := range []struct {
+		name, child string
+		most        time.Duration
+		run         func(context.Context, string) (*shares.Table, error)
+	}{
+		{"child in the group", "sleep 30 &", 2 * time.Second, RunJSON},
+		{"child out of the group", "setsid sleep 30 &", 8 * time.Second, RunJSON},
+		{"text, child in the group", "sleep 30 &", 2 * time.Second, Run},
+		{"text, child out of the group", "setsid sleep 30 &", 8 * time.Second, Run},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			fakeSshare(t, "echo $$ > "+pidFile+"\n"+tc.child+"\necho $! >> "+pidFile+"\nsleep 30\n")
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := tc.run(ctx, "x")
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "deadline exceeded") || took > tc.most {
+				t.Errorf("after %v (most %v): %v", took, tc.most, err)
+			}
+			b, _ := os.ReadFile(pidFile)
+			pids := strings.Fields(string(b))
+			if len(pids) != 2 {
+				t.Fatalf("pid file %q", b)
+			}
+			if _, err := os.Stat("/proc/" + pids[0]); err == nil {
+				t.Errorf("sshare (pid %s) still running or not reaped", pids[0])
+			}
+			inGroup := !strings.HasPrefix(tc.child, "setsid")
+			// The pipe closes as a killed child closes its files, a moment
+			// before it turns zombie: give it that moment.
+			running := testenv.Running(pids[1])
+			for deadline := time.Now().Add(time.Second); running && inGroup && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				running = testenv.Running(pids[1])
+			}
+			if running == inGroup {
+				t.Errorf("child (pid %s) running: %v, want %v", pids[1], running, !inGroup)
+			}
+			if pid, err := strconv.Atoi(pids[1]); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	}
+}
+
+// fuzzSeed shrinks a capture to its first two rows, root (NO_VAL level)
+// and root's user (infinite level), without the tres lists ParseJSON
+// ignores: the fuzzer minimizes every new input in time quadratic in its
+// length, and at 80 kB, or even 2 kB, that stalls it.
+func fuzzSeed(t testing.TB, capture []byte) []byte {
+	var doc struct {
+		Shares struct {
+			Shares []map[string]json.RawMessage `json:"shares"`
+		} `json:"shares"`
+		Meta struct {
+			Slurm json.RawMessage `json:"slurm"`
+		} `json:"meta"`
+		Errors json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(finite(capture), &doc); err != nil {
+		t.Fatal(err)
+	}
+	rows := doc.Shares.Shares[:2]
+	for _, r := range rows {
+		delete(r, "tres")
+	}
+	doc.Shares.Shares = rows
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.ReplaceAll(b, []byte("1e999999"), []byte("Infinity"))
 }

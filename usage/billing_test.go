@@ -80,7 +80,7 @@ func siteRows(jobs []siteJob, lastHourly int64, factors map[uint32]float64, byQO
 // factor. Derived independently: each user runs one job, and its RawUsage
 // must be the job's charge pass by pass (fairshare.Passes.JobUsage) at
 // the charged rate, whichever side of the last rollup its seconds fall.
-// The jobs are the site-shaped cluster's of issue 42: 6 CPUs and 6G in a
+// The jobs are a site-shaped cluster's: 6 CPUs and 6G in a
 // partition billing CPU=1,Mem=0.25G (7.5, recorded 7), a scavenger job
 // (UsageFactor 0) and a high-QOS job (UsageFactor 2) of 13.5.
 func TestReweighedJobs(t *testing.T) {
