@@ -313,9 +313,10 @@ func siteJobs(c *slurmharness.Cluster, long int) map[string]string {
 		{siteJob{"carol-cpu-scav", "carol", "chem", "cpu", "scavenger", 2, []string{"--mem=1G"}}, long},             // 2.25, ×0
 		{siteJob{"bob-debug-high", "bob", "phys", "debug", "high", 2, []string{"--mem=1G"}}, long},                  // 2, ×2
 		{siteJob{"alice-ml-debug", "alice", "ml", "debug", "normal", 3, nil}, long},
-		// n2 nearly whole, for bob-preemptor to preempt (-w alone only
+		// most of n2, for bob-preemptor to preempt, 8 CPUs left for the
+		// small jobs and alice-het's second component (-w alone only
 		// asks that the job include n2)
-		{siteJob{"carol-preempted", "carol", "chem", "cpu", "scavenger", 60, []string{"--mem=60G", "-N", "1", "-w", "n2"}}, 240}, // 75, ×0                                 // 3, DefMemPerCPU
+		{siteJob{"carol-preempted", "carol", "chem", "cpu", "scavenger", 56, []string{"--mem=56G", "-N", "1", "-w", "n2"}}, 240}, // 70, ×0
 	}
 	ids := map[string]string{}
 	for _, j := range jobs {
@@ -391,7 +392,7 @@ func siteShaped(t *testing.T, release string) {
 			single = append(single, id)
 		}
 	}
-	c.WaitRunning(5*time.Minute, single...)
+	s.waitRunning(5*time.Minute, single...)
 	c.MustRun("scontrol", "suspend", ids["dave-suspended"])
 	s.did("suspended dave-suspended (%s)", ids["dave-suspended"])
 	s.pending()
@@ -456,8 +457,9 @@ func (s *siteRun) events(ids map[string]string, hourAt time.Time) {
 	c.MustRun("scontrol", "requeue", ids["bob-requeued"])
 	s.did("requeued bob-requeued (%s)", ids["bob-requeued"])
 	// room on n2 only if carol-preempted goes: slurmctld requeues it
-	pre := c.Submit("bob", "phys", "cpu", 8, 180, "--qos=high", "--mem=4G", "-N", "1", "-w", "n2") // 9, ×2
-	c.WaitRunning(3*time.Minute, pre)
+	// more than the 8 CPUs carol-preempted leaves on n2
+	pre := c.Submit("bob", "phys", "cpu", 12, 180, "--qos=high", "--mem=4G", "-N", "1", "-w", "n2") // 13, ×2
+	s.waitRunning(3*time.Minute, pre)
 	s.did("bob-preemptor (%s) running on n2; carol-preempted (%s) %s", pre, ids["carol-preempted"], c.JobStates()[ids["carol-preempted"]])
 	c.WaitGone(5*time.Minute, ids["carol-timelimit"])
 	s.did("carol-timelimit (%s) ended (TIMEOUT at --time=2)", ids["carol-timelimit"])
@@ -466,6 +468,27 @@ func (s *siteRun) events(ids map[string]string, hourAt time.Time) {
 	c.WaitDecayPass()
 	if time.Until(hourAt) < c.CalcPeriod()/2+30*time.Second {
 		s.t.Errorf("the events took until %v, the hourly rollup is at %v: loaded is not before the rollup", time.Now().Format(time.TimeOnly), hourAt.Format(time.TimeOnly))
+	}
+}
+
+// waitRunning waits until the jobs run, for at most d; if they do not, it
+// fails the test with squeue's jobs and their reasons.
+func (s *siteRun) waitRunning(d time.Duration, ids ...string) {
+	s.t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(2 * time.Second) {
+		st, waiting := s.c.JobStates(), ""
+		for _, id := range ids {
+			if st[id] != "RUNNING" {
+				waiting = fmt.Sprintf("job %s is %q", id, st[id])
+				break
+			}
+		}
+		if waiting == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("waited %v for jobs to run: %s; squeue:\n%s", d, waiting, strings.Join(siteSqueue(s.c), "\n"))
+		}
 	}
 }
 
@@ -487,7 +510,7 @@ func (s *siteRun) maxTRES() {
 		ids = append(ids, id)
 		s.did("submitted %s (%s)", j.name, id)
 	}
-	c.WaitRunning(3*time.Minute, ids...)
+	s.waitRunning(3*time.Minute, ids...)
 	c.WaitDecayPass()
 	c.WaitDecayPass()
 	s.capture("max_tres", false)
