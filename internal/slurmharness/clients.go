@@ -16,11 +16,14 @@ func (c *Cluster) SQL(stmts string) (string, error) { return c.DB.SQL(stmts) }
 
 // Env is the environment for Slurm clients of this cluster, the
 // exporter among them: in a chroot release, PATH starts with wrappers that
-// run each client in the chroot.
+// run each client in the chroot; in a release built apart, with its bin.
 func (c *Cluster) Env() []string {
 	env := append(os.Environ(), "SLURM_CONF="+c.Conf)
-	if c.root != "" {
+	switch {
+	case c.root != "":
 		env = append(env, "PATH="+c.binDir()+":"+os.Getenv("PATH"))
+	case c.prefix != "":
+		env = append(env, "PATH="+filepath.Join(c.prefix, "bin")+":"+os.Getenv("PATH"))
 	}
 	if !c.cfg.HourAt.IsZero() {
 		env = append(env, "TZ="+filepath.Join(c.Dir, zoneFile))
@@ -28,13 +31,13 @@ func (c *Cluster) Env() []string {
 	return env
 }
 
-// command runs a Slurm program for this cluster: from PATH on the host,
-// or inside the release's chroot.
+// command runs a Slurm program for this cluster: on the host (from PATH,
+// or the release's prefix), or inside the release's chroot.
 func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	if c.root != "" {
 		return c.chrootCommand(ctx, "", name, args...)
 	}
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, c.program(name), args...)
 	cmd.Env = c.Env()
 	return cmd
 }

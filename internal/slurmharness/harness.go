@@ -115,6 +115,8 @@ type Cluster struct {
 	// nodePorts are the slurmd ports of n2 and on (Config.Nodes)
 	nodePorts []int
 	host      string
+	// prefix is where a release built apart is installed (BuildsEnv).
+	prefix string
 	// root is the chroot of the release, "" on the host; inDir is Dir as
 	// the daemons see it.
 	root, inDir string
@@ -132,6 +134,7 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	root, suite, versions := requireRelease(t, cfg.Release)
 	cfg.setDefaults()
 	c := newCluster(t, cfg, root)
+	c.prefix, _ = builtPrefix(cfg.Release)
 	if !cfg.HourAt.IsZero() {
 		c.writeZone(cfg.HourAt)
 	}
@@ -140,29 +143,35 @@ func Start(t testing.TB, cfg Config) *Cluster {
 		c.startChroot()
 	}
 	c.startDaemons()
-	if root != "" {
+	switch {
+	case root != "":
 		t.Logf("%s from Debian %s:\n%s", strings.TrimSpace(c.MustRun("sinfo", "-V")), suite, versions)
-	} else {
+	case c.prefix != "":
+		t.Logf("%s built apart, in %s", strings.TrimSpace(c.MustRun("sinfo", "-V")), c.prefix)
+	default:
 		t.Logf("%s from the host", strings.TrimSpace(c.MustRun("sinfo", "-V")))
 	}
 	return c
 }
 
 // requireRelease makes sure the Slurm release can run: the host's
-// packages (root ""), or a chroot of the Debian suite that packages it,
-// whose package versions it returns.
+// packages (root ""), a chroot of the Debian suite that packages it, whose
+// package versions it returns, or a build under $BuildsEnv.
 func requireRelease(t testing.TB, release string) (root, suite, versions string) {
 	t.Helper()
 	suite, chrooted := releases[release]
+	_, built := builtPrefix(release)
 	switch {
 	case chrooted:
 		testenv.Require(t, nil, nil) // -short skips it
 		requireRoot(t)
 		root, versions = openChroot(t, suite)
-	case release == "" || release == "22.05":
+	case release == "" || release == "22.05" || built:
+		// a build apart runs with the host's munged and MariaDB
 		Require(t)
 	default:
-		t.Fatalf("unknown Slurm release %q", release)
+		t.Fatalf("Slurm release %q: not the host's 22.05, no Debian suite the harness knows packages it, and $%s has no build of it (<dir>/%s/sbin/slurmctld)",
+			release, BuildsEnv, release)
 	}
 	return root, suite, versions
 }
