@@ -32,7 +32,7 @@ LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
 BESIDE    := TestServeRealSlurm
 RELEASES ?= 22.05 24.11 26.05
 
-.PHONY: build test test-live record passes read-budget end-records demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
+.PHONY: build test same-output test-live record passes read-budget end-records demo-alerts test-short bench bench-scale soak load demo demo-tour dashboards package lint golden fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -42,6 +42,14 @@ test:
 	$(GO) vet ./...
 	cd dashboards/grafana && $(GO) vet ./... && $(GO) test -count=1 ./...
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-6m} $(GO) test $(TESTFLAGS) -parallel 3 -skip '^($(LIVE)|$(BESIDE))$$' ./...
+
+## same-output: this tree's check (table and JSON), explain (--user, --job) and serve's first /metrics on every recording against BASE's (a git revision, default HEAD), built by its own make build in a temporary git worktree: a unified diff for each output that differs (TestSameOutput; starts its own MariaDB; docs/testing.md)
+BASE ?= HEAD
+same-output:
+	@tmp=$$(mktemp -d); trap 'git worktree remove --force '"$$tmp"'/tree; rm -rf '"$$tmp" EXIT; \
+	git worktree add --detach --quiet $$tmp/tree $(BASE) && \
+	$(MAKE) --no-print-directory -C $$tmp/tree build GO=$(GO) BIN=$$tmp/slurmdbd_exporter && \
+	SLURMDBD_EXPORTER_BASE_BINARY=$$tmp/slurmdbd_exporter $(GO) test -count=1 -timeout 30m -v -run '^TestSameOutput$$' ./e2e
 
 ## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), the read budget (make read-budget), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
 test-live:

@@ -57,8 +57,15 @@ func runExporterEnv(t testing.TB, env []string, args ...string) (code int, stdou
 // (its CPU and its children's, for one).
 func runExporterProc(t testing.TB, env []string, args ...string) (code int, stdout, stderr string, ps *os.ProcessState) {
 	t.Helper()
+	return runBinary(t, exporter, env, args...)
+}
+
+// runBinary is runExporterProc with bin for the binary (another build's,
+// for TestSameOutput).
+func runBinary(t testing.TB, bin string, env []string, args ...string) (code int, stdout, stderr string, ps *os.ProcessState) {
+	t.Helper()
 	var o, e bytes.Buffer
-	cmd := exec.Command(exporter, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
@@ -67,7 +74,7 @@ func runExporterProc(t testing.TB, env []string, args ...string) (code int, stdo
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("%s: %v", exporter, err)
+		t.Fatalf("%s: %v", bin, err)
 	}
 	return code, o.String(), e.String(), cmd.ProcessState
 }

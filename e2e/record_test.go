@@ -160,6 +160,7 @@ func replayerOn(db *mariadbtest.Server) *replayer { return &replayer{db: db} }
 // loaded is a capture whose dump a replayer loaded.
 type loaded struct {
 	dir, dsnFile string
+	db           string // the database it is loaded in
 	moment       slurmharness.Moment
 }
 
@@ -178,7 +179,7 @@ func (r *replayer) load(t *testing.T, dir string) loaded {
 	name := fmt.Sprintf("replay%d", r.n)
 	r.db.Load(name, filepath.Join(dir, slurmharness.CaptureDump))
 	r.db.CreateReader("replayer", "pw", name)
-	return loaded{dir: abs, dsnFile: writeDSN(t, r.db.DSN("replayer", "pw", name)), moment: m}
+	return loaded{dir: abs, dsnFile: writeDSN(t, r.db.DSN("replayer", "pw", name)), db: name, moment: m}
 }
 
 // in is a file of the capture.
@@ -207,6 +208,12 @@ func (l loaded) boot() []string {
 // captured pass phase and time zone; args are added.
 func (l loaded) check(t *testing.T, sshareFile string, args ...string) (code int, rep drift.Report, stderr string) {
 	t.Helper()
+	return checkJSON(t, l.env(), append(l.checkArgs(sshareFile), args...)...)
+}
+
+// checkArgs are the flags of l.check's check (sshareFile "": the
+// captured one).
+func (l loaded) checkArgs(sshareFile string) []string {
 	if sshareFile == "" {
 		sshareFile = l.in(slurmharness.CaptureSshare)
 	}
@@ -214,7 +221,7 @@ func (l loaded) check(t *testing.T, sshareFile string, args ...string) (code int
 	if l.moment.Dumped > 0 {
 		at = append(at, "--database-at", fmt.Sprintf("%.6f", l.moment.Dumped))
 	}
-	return checkJSON(t, l.env(), append(append(l.inputs(), l.boot()...), append(at, args...)...)...)
+	return append(append(l.inputs(), l.boot()...), at...)
 }
 
 // check loads dir's capture and checks it as the live run did.

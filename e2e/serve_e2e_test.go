@@ -65,9 +65,16 @@ func startServe(t testing.TB, env []string, args ...string) *served {
 // answers 200.
 func startServeUntil(t testing.TB, path string, env []string, args ...string) *served {
 	t.Helper()
+	return startBinary(t, exporter, path, env, args...)
+}
+
+// startBinary is startServeUntil with bin for the binary (another
+// build's, for TestSameOutput).
+func startBinary(t testing.TB, bin, path string, env []string, args ...string) *served {
+	t.Helper()
 	addr := freeAddr(t)
 	s := &served{t: t, url: "http://" + addr, logs: &bytes.Buffer{}}
-	s.cmd = exec.Command(exporter, append([]string{"serve", "--web.listen-address", addr, "--log.format", "json", "--log.level", "debug"}, args...)...)
+	s.cmd = exec.Command(bin, append([]string{"serve", "--web.listen-address", addr, "--log.format", "json", "--log.level", "debug"}, args...)...)
 	s.cmd.Env = env
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
