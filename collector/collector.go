@@ -1,7 +1,9 @@
 package collector
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -227,16 +229,20 @@ func collectStatic(s *result.Snapshot, out sink) {
 	for i := range s.Clusters {
 		collectCluster(&s.Clusters[i], out)
 	}
-	for name, src := range s.Sources {
+	// in order: the exposition is rendered once a refresh, and the same
+	// state gives the same bytes
+	for _, name := range slices.Sorted(maps.Keys(s.Sources)) {
+		src := s.Sources[name]
 		gauge(descUp, b2f(src.Up), name)
 		if !src.LastSuccess.IsZero() {
 			gauge(descLastSuccess, seconds(src.LastSuccess), name)
 		}
 	}
-	for name, up := range s.ClusterUp {
-		gauge(descClusterUp, b2f(up), name)
+	for _, name := range slices.Sorted(maps.Keys(s.ClusterUp)) {
+		gauge(descClusterUp, b2f(s.ClusterUp[name]), name)
 	}
-	for name, st := range s.Stages {
+	for _, name := range slices.Sorted(maps.Keys(s.Stages)) {
+		st := s.Stages[name]
 		gauge(descStageDuration, st.Duration.Seconds(), name)
 		out(descStageErrors, prometheus.CounterValue, float64(st.Errors), name)
 	}
