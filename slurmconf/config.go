@@ -176,8 +176,10 @@ func FromRaw(raw *Raw) (*Config, error) {
 		MessageTimeout:           10,
 		SlurmctldPidFile:         "/var/run/slurmctld.pid",
 		Pos:                      map[string]Pos{},
-		partitionDefault:         Partition{MaxTime: Infinite},
-		ModTime:                  raw.ModTime,
+		// read_config.c: a partition's PriorityJobFactor and PriorityTier
+		// are 1 unless set
+		partitionDefault: Partition{MaxTime: Infinite, PriorityJobFactor: 1, PriorityTier: 1},
+		ModTime:          raw.ModTime,
 	}
 	for _, l := range raw.Lines {
 		if p, ok := l.Get("PartitionName"); ok {

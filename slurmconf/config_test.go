@@ -304,3 +304,17 @@ func TestModTime(t *testing.T) {
 		t.Errorf("mod time %v (want %v), billing %v", c.ModTime, recent, c.Partitions[0].Billing)
 	}
 }
+
+// TestPartitionFactorDefault: a partition that sets no PriorityJobFactor
+// or PriorityTier has 1 of each, as read_config.c gives it (sprio on real
+// 22.05, 24.11 and 26.05 showed the partition factor 0.1 for such a
+// partition beside one of 10: the site-shaped recordings' sprio.txt).
+func TestPartitionFactorDefault(t *testing.T) {
+	c, err := Load(fstest.MapFS{"slurm.conf": {Data: []byte("ClusterName=c\nPartitionName=cpu Nodes=n1\nPartitionName=debug Nodes=n1 PriorityJobFactor=10\n")}}, "slurm.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Partitions) != 2 || c.Partitions[0].PriorityJobFactor != 1 || c.Partitions[0].PriorityTier != 1 || c.Partitions[1].PriorityJobFactor != 10 {
+		t.Errorf("partitions %+v: want cpu's PriorityJobFactor and PriorityTier 1, debug's factor 10", c.Partitions)
+	}
+}
