@@ -43,7 +43,7 @@ import (
 // two nodes.
 //
 // Serve watches it throughout, with Prometheus evaluating the shipped
-// rules (siteSoak): no scrape may have an association beyond tolerance,
+// rules (watch): no scrape may have an association beyond tolerance,
 // and no alert may be pending or firing until idle (the restart after it
 // takes slurmctld away for a moment, which the rules rightly note).
 //
@@ -78,8 +78,17 @@ func TestSiteShapedLive(t *testing.T) {
 // root's usage or more is flagged, the state file and boot known.
 func TestSiteShapedReplay(t *testing.T) {
 	t.Parallel()
+	replayJudged(t, "site")
+}
+
+// replayJudged judges every capture recorded under kind with a siteEvent
+// beside it, through the built binary on the captured database, as the
+// live run judged it (siteEvent.judge, and sprio where it was read); and
+// that a 10% loss of each user holding 5% of root's usage or more is
+// flagged.
+func replayJudged(t *testing.T, kind string) {
 	r := newReplayer(t)
-	for _, dir := range recorded(t, "site") {
+	for _, dir := range recorded(t, kind) {
 		rel, _ := filepath.Rel(recordings, dir)
 		t.Run(rel, func(t *testing.T) {
 			var ev siteEvent
@@ -373,7 +382,7 @@ func siteShaped(t *testing.T, release string) {
 	if recording() {
 		startRun(t, s.run)
 	}
-	soak := startSiteSoak(t, c, s.db)
+	soak := startWatch(t, c, s.db)
 	ids := siteJobs(c, int(time.Until(hourAt.Add(4*time.Minute)).Seconds()))
 	var submitted []string
 	for name, id := range ids {
