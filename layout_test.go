@@ -112,8 +112,9 @@ var layers = map[string]int{
 	// pure computation and plain data
 	"fairshare": 0, "priority": 0,
 	"shares": 1, "result": 1, "slurmconf": 1, "slurmstate": 1, "usage": 1,
-	// one source each: the database, what Slurm reports, the comparison
-	"slurmdbd": 2, "sshare": 2, "drift": 2,
+	// one source each: the database, what Slurm reports, the comparison,
+	// the decay passes the reports show
+	"slurmdbd": 2, "sshare": 2, "drift": 2, "passes": 2,
 	// the pipeline, the metrics it publishes to through an interface, and
 	// the simulated cluster serve --demo gives it as a source
 	"engine": 3, "collector": 3, "sim": 3,
@@ -189,7 +190,7 @@ func TestImportsGoDown(t *testing.T) {
 // reach a process, the network or a database, even through a package
 // they import (drift took *sshare.Output once, and with it os/exec and
 // net/http).
-var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result", "./usage"}
+var pure = []string{"./fairshare", "./priority", "./drift", "./passes", "./shares", "./result", "./usage"}
 
 func TestPurePackagesDoNoIO(t *testing.T) {
 	for _, pkg := range pure {

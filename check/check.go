@@ -54,11 +54,7 @@ type Replay struct {
 // or this one). Errors start with name.
 func (c Replay) Compare(out *shares.Table, prevRaw, passRaw map[drift.Key]float64, name string) (*drift.Report, error) {
 	out.FillMissingFactor(c.Dampening)
-	auto := fairshare.AlgorithmClassic
-	if out.Has(shares.LevelFS) {
-		auto = fairshare.AlgorithmFairTree
-	}
-	alg := Pick(c.Algorithm, auto)
+	alg := Pick(c.Algorithm, out.Algorithm())
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
 		PrevRaw: prevRaw, PassRaw: passRaw, InferLag: prevRaw == nil}, true)
 	if err != nil {

@@ -712,42 +712,6 @@ func widenForPass(rt *fairshare.Tree, replay, bounds []fairshare.Values, passRaw
 	return at, nil
 }
 
-// PassBetween reports whether slurmctld ran a decay pass between two
-// reports. Without AccountingStorageEnforce=limits (chargeAtEnd false)
-// RawUsage moves only at passes (an admin's reset aside, a fault drift
-// shows anyway), so any change shows one: on a young cluster, whose
-// usage all comes from running jobs, it only rises, and decay alone went
-// unseen (a live test: 10k associations, three jobs, never
-// pinned). Under limits a job's end is charged at once and only raises
-// its chain's RawUsage, so two things show a pass there: decay, the only
-// thing that lowers an association's RawUsage, and the values slurmctld
-// computes at a pass, an account's NormUsage and EffectvUsage, changing.
-// A pass that changes nothing of these (no usage yet, or every ratio
-// kept) goes unseen, which leaves the phase less known, never wrong.
-func PassBetween(prev, cur *shares.Table, chargeAtEnd bool) bool {
-	type seen struct {
-		raw, norm, efctv float64
-		twice            bool // one user in two partitions without sshare -m
-	}
-	old := make(map[Key]seen, len(prev.Rows))
-	for _, r := range prev.Rows {
-		k := Key{Account: r.Account, User: r.User, Partition: r.Partition}
-		_, twice := old[k]
-		old[k] = seen{r.RawUsage, r.NormUsage, r.EffectvUsage, twice}
-	}
-	moved := func(a, b float64) bool { return a != b && !(math.IsNaN(a) && math.IsNaN(b)) }
-	for _, r := range cur.Rows {
-		p, ok := old[Key{Account: r.Account, User: r.User, Partition: r.Partition}]
-		if !ok || p.twice {
-			continue
-		}
-		if r.RawUsage < p.raw || !chargeAtEnd && r.RawUsage != p.raw || r.User == "" && (moved(r.NormUsage, p.norm) || moved(r.EffectvUsage, p.efctv)) {
-			return true
-		}
-	}
-	return false
-}
-
 // printPrecision is how far a value sshare prints with %f (six decimals)
 // can be from slurmctld's.
 const printPrecision = 5e-7
@@ -971,8 +935,8 @@ func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *f
 // the whole cluster and Fair Tree among siblings (what slurmctld keeps
 // computing from when PriorityFlags change without a restart).
 func applied(out *shares.Table, rt *fairshare.Tree, configured fairshare.Algorithm) fairshare.Algorithm {
-	if out.Has(shares.LevelFS) {
-		return fairshare.AlgorithmFairTree
+	if shown := out.Algorithm(); shown == fairshare.AlgorithmFairTree {
+		return shown
 	}
 	global := rt.Classic(fairshare.ClassicOptions{Dampening: 1})
 	sibling := rt.FairTree()

@@ -304,7 +304,7 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 // and passes, with the running jobs and rates read for it.
 func (in *Inputs) Forecast() fairshare.Forecast {
 	return fairshare.Forecast{Tree: in.Tree, Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Passes: in.Passes,
-		At: float64(in.Computed.UnixNano()) / 1e9, Jobs: in.ForecastJobs, Rate: in.ForecastRate}
+		At: fairshare.Seconds(in.Computed), Jobs: in.ForecastJobs, Rate: in.ForecastRate}
 }
 
 // The recovery forecast looks this far ahead, sampling every
@@ -398,9 +398,9 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
 		Period: in.Passes.Period, BootUsage: in.BootUsage, Unpriced: in.Unpriced}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
-		at := float64(in.Computed.UnixNano()) / 1e9
+		at := fairshare.Seconds(in.Computed)
 		if read != nil {
-			at = float64(read[1].UnixNano()) / 1e9
+			at = fairshare.Seconds(read[1])
 		}
 		pe.SincePass = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
 		if !in.EndsRecorded(read) {
@@ -433,7 +433,7 @@ func (in *Inputs) PassNear(read *[2]time.Time) (pass time.Time, ok bool) {
 		return pass, false
 	}
 	w := in.Phase.Uncertainty.Seconds()
-	start, end := float64(read[0].UnixNano())/1e9, float64(read[1].UnixNano())/1e9
+	start, end := fairshare.Seconds(read[0]), fairshare.Seconds(read[1])
 	p := in.Passes.LastPass(end + w)
 	return time.Unix(0, int64(p*1e9)), p >= start-w
 }
@@ -454,7 +454,7 @@ func (in *Inputs) SincePass(read *[2]time.Time) (pass time.Time, ok bool) {
 	if read != nil {
 		end = read[0]
 	}
-	p := in.Passes.LastPass(float64(end.UnixNano()) / 1e9)
+	p := in.Passes.LastPass(fairshare.Seconds(end))
 	pass = time.Unix(0, int64(p*1e9))
 	return pass, pass.Add(in.PassClear()).Before(end)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -295,10 +296,10 @@ func (e *Engine) phase(conf *slurmconf.Config, local bool, at time.Time) (fairsh
 	if local {
 		stateDir = e.o.stateDir // the phase of other clusters' passes is unknown
 	}
-	passes, since, err := Decay(conf, stateDir)
+	sched, since, err := Decay(conf, stateDir)
 	if err == nil {
-		if err = e.stateFileFor(passes, conf, at); err != nil {
-			passes.Phase, since = 0, time.Time{}
+		if err = e.stateFileFor(sched, conf, at); err != nil {
+			sched.Phase, since = 0, time.Time{}
 		}
 	}
 	phase := result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second} // last_decay_ran is whole seconds
@@ -308,24 +309,24 @@ func (e *Engine) phase(conf *slurmconf.Config, local bool, at time.Time) (fairsh
 			// passes fall on whole seconds (an absolute deadline of
 			// whole seconds); a phase that moves by less would make the
 			// rebuild read everything again
-			passes.Phase = math.Round(float64(pass.UnixNano()) / 1e9)
+			sched.Phase = math.Round(fairshare.Seconds(pass))
 			phase = result.Phase{Source: result.PhaseInferred, Uncertainty: u + time.Second}
 			err = nil
 		} else if local && e.o.tracker == nil && !e.boot.IsZero() && !at.Before(e.boot) {
 			// a replay, which has no reads: the passes of a boot fall
-			// within drift.BootPhase of it (TestBootPhase), stamped in
+			// within passes.BootPhase of it (TestBootPhase), stamped in
 			// whole seconds like the state file's
-			passes.Phase = float64(e.boot.Add(drift.BootPhase / 2).Unix())
-			phase = result.Phase{Source: result.PhaseBoot, Uncertainty: drift.BootPhase/2 + time.Second}
+			sched.Phase = float64(e.boot.Add(passes.BootPhase / 2).Unix())
+			phase = result.Phase{Source: result.PhaseBoot, Uncertainty: passes.BootPhase/2 + time.Second}
 			err = nil
 		} else if stateDir == "" {
 			err = nil // not asked for: nothing to warn of
 		}
 	}
-	if phase.Source != result.PhaseUnknown && passes.Period > 0 {
-		phase.Last = time.Unix(int64(passes.LastPass(float64(at.UnixNano())/1e9)), 0)
+	if phase.Source != result.PhaseUnknown && sched.Period > 0 {
+		phase.Last = time.Unix(int64(sched.LastPass(fairshare.Seconds(at))), 0)
 	}
-	return passes, since, phase, err
+	return sched, since, phase, err
 }
 
 // stateFileFor says why a state file whose last pass is passes.Phase does
@@ -674,13 +675,13 @@ func mauiUsage(t *fairshare.Tree, ids []uint32, windows map[uint32][]float64, c 
 // reset when PriorityUsageResetPeriod sets one. Without a readable state
 // file the phase is 0 (unknown) and err says why.
 func Decay(conf *slurmconf.Config, stateDir string) (passes fairshare.Passes, since time.Time, err error) {
-	passes = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds(), Period: conf.PriorityCalcPeriod.Seconds(), ChargeJobEnd: conf.EnforceLimits(), LockWait: conf.LockHold().Seconds()}
+	passes = conf.Passes()
 	ran, reset, err := slurmstate.LastDecayRan(stateDir)
 	if err != nil {
 		return passes, since, err
 	}
 	passes.Phase = float64(ran.Unix())
-	if conf.PriorityUsageResetPeriod != "NONE" {
+	if conf.ResetsUsage() {
 		since = reset
 	}
 	return passes, since, nil

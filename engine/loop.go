@@ -233,8 +233,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 // good read.
 func (l *Loop) lost(r *Reading) {
 	conf := l.e.conf
-	d := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
-	ls := usageLosses(l.report, r, d, conf.PriorityCalcPeriod, conf.PriorityUsageResetPeriod != "NONE")
+	ls := usageLosses(l.report, r, conf.Passes().D(), conf.PriorityCalcPeriod, conf.ResetsUsage())
 	for _, x := range ls {
 		l.e.o.log.Warn().Str("slurm_cluster", conf.ClusterName).Str("account", x.Account).Str("user", x.User).Str("partition", x.Partition).
 			Str("kind", x.Kind).Float64("before", x.Before).Float64("after", x.After).

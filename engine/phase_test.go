@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
@@ -82,11 +82,11 @@ func TestTailsByBoot(t *testing.T) {
 	}
 }
 
-// TestBootPhase: slurmctld's passes fall within drift.BootPhase of its
+// TestBootPhase: slurmctld's passes fall within passes.BootPhase of its
 // boot modulo the period, on every recording of real Slurm (22.05, 24.11,
 // 26.05) that saved both its BOOT_TIME (scontrol show config, in the
 // recording host's zone) and priority_last_decay_ran: the seed the phase
-// tracker starts from (drift.PhaseTracker.SeedBoot).
+// tracker starts from (passes.PhaseTracker.SeedBoot).
 func TestBootPhase(t *testing.T) {
 	configs, err := filepath.Glob("../testdata/recordings/*/*/*/scontrol-show-config.txt")
 	if err != nil {
@@ -129,13 +129,13 @@ func TestBootPhase(t *testing.T) {
 		}
 		// both stamped in whole seconds: a pass up to 2 s after the boot
 		// shows as 0 or 1 s
-		if off >= drift.BootPhase {
-			t.Errorf("%s: last pass %v, boot %v: %v after the boot modulo %v, beyond %v", dir, ran, boot, off, period, drift.BootPhase)
+		if off >= passes.BootPhase {
+			t.Errorf("%s: last pass %v, boot %v: %v after the boot modulo %v, beyond %v", dir, ran, boot, off, period, passes.BootPhase)
 		}
 		n++
 	}
 	if n < 50 {
 		t.Fatalf("%d recordings with a boot time and a state file, want the 54 recorded", n)
 	}
-	t.Logf("%d recordings: every pass within %v of the boot's phase", n, drift.BootPhase)
+	t.Logf("%d recordings: every pass within %v of the boot's phase", n, passes.BootPhase)
 }

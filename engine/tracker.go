@@ -8,6 +8,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
@@ -30,14 +31,14 @@ type Tracker struct {
 	clock Clock
 
 	mu sync.Mutex
-	t  *drift.PhaseTracker
+	t  *passes.PhaseTracker
 	// period is PriorityCalcPeriod and decay the decay factor per
 	// second, which the refresh loop sets (SetConf) as it rereads
 	// slurm.conf
 	period time.Duration
 	decay  float64
 	// chargeAtEnd: AccountingStorageEnforce=limits, under which a job's
-	// end raises RawUsage between passes (drift.PassBetween)
+	// end raises RawUsage between passes (passes.Between)
 	chargeAtEnd bool
 	boot        time.Time // slurmctld's, as last asked
 	// askBoot: ask slurmctld's boot at the next read (the first, one
@@ -46,7 +47,7 @@ type Tracker struct {
 	askBoot bool
 	// proc is the slurmctld process last seen (TrackerConfig.Process)
 	proc slurmstate.Process
-	// passes counts the passes seen between reads (drift.PassBetween):
+	// passes counts the passes seen between reads (passes.Between):
 	// what the phase tracker is given, so that a job's end charged
 	// between passes is not taken for one
 	passes uint64
@@ -88,7 +89,7 @@ func (t *Tracker) Memory() (m PassMemory, ok bool) {
 }
 
 // Recall gives the tracker a phase kept from before: a belief the reads
-// confirm or drop (drift.PhaseTracker.Seed), if the first read shows the
+// confirm or drop (passes.PhaseTracker.Seed), if the first read shows the
 // same boot and period.
 func (t *Tracker) Recall(m PassMemory) {
 	t.mu.Lock()
@@ -132,7 +133,7 @@ type TrackerConfig struct {
 	StateDir string
 	// Period is PriorityCalcPeriod.
 	Period time.Duration
-	// Confirm is drift.PhaseTracker.Confirm: 1 for serve, which reads for
+	// Confirm is passes.PhaseTracker.Confirm: 1 for serve, which reads for
 	// hours; 0 for check, which brackets one pass a second apart and
 	// exits.
 	Confirm int
@@ -237,7 +238,7 @@ func (t *Tracker) SetConf(conf *slurmconf.Config) {
 	}
 	t.mu.Lock()
 	t.period = conf.PriorityCalcPeriod
-	t.decay = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
+	t.decay = conf.Passes().D()
 	t.chargeAtEnd = conf.EnforceLimits()
 	t.mu.Unlock()
 }
@@ -292,7 +293,7 @@ func (t *Tracker) lost(r *Reading) bool {
 
 // observe records a good read, slurmctld having booted at r.Boot (zero:
 // unknown): whether a pass fell since the read before
-// (drift.PassBetween), whether slurmctld is settling
+// (passes.Between), whether slurmctld is settling
 // (drift.Input.Settling), the phase, and r's references. A new
 // PriorityCalcPeriod or a restart of slurmctld, which starts its passes
 // at a new phase, starts the inference afresh.
@@ -303,7 +304,7 @@ func (t *Tracker) observe(r *Reading, asked bool) {
 		t.askBoot = r.BootErr != nil || r.Boot.IsZero()
 	}
 	first := t.prev == nil
-	r.Pass = !first && drift.PassBetween(t.prev.Out, r.Out, t.chargeAtEnd)
+	r.Pass = !first && passes.Between(t.prev.Out, r.Out, t.chargeAtEnd)
 	if r.Pass {
 		t.passes++
 	}
@@ -323,7 +324,7 @@ func (t *Tracker) observe(r *Reading, asked bool) {
 		t.boot = r.Boot
 	}
 	if p := t.period; p > 0 && (t.t == nil || t.t.Period != p || restarted) {
-		t.t = &drift.PhaseTracker{Period: p, Confirm: t.c.Confirm}
+		t.t = &passes.PhaseTracker{Period: p, Confirm: t.c.Confirm}
 		if !r.Boot.IsZero() {
 			t.t.SeedBoot(r.Boot)
 		}

@@ -221,7 +221,7 @@ const (
 	PhaseStateFile = "state_file" // priority_last_decay_ran
 	PhaseInferred  = "inferred"   // from successive reports
 	// PhaseBoot: from slurmctld's boot time alone, its passes within
-	// drift.BootPhase of it modulo the period (a replay, which has no
+	// passes.BootPhase of it modulo the period (a replay, which has no
 	// reads to confirm it)
 	PhaseBoot    = "boot"
 	PhaseUnknown = "unknown"

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
 // A capture is one moment of a cluster as the exporter reads it, in a
@@ -137,7 +139,7 @@ func (m Moment) Middle() time.Time {
 }
 
 // UnixSeconds is t as fractional unix seconds, as moments are recorded.
-func UnixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+func UnixSeconds(t time.Time) float64 { return fairshare.Seconds(t) }
 
 // zonePath is the file of the cluster's time zone: its own (HourAt), or
 // the host's.
