@@ -52,7 +52,7 @@ type Replay struct {
 // is inferred from the report itself, drift.Input's InferLag); passRaw
 // from the first report after that pass (drift.Input.PassRaw; nil: none,
 // or this one). Errors start with name.
-func (c Replay) Compare(out *shares.Table, prevRaw, passRaw map[drift.Key]float64, name string) (*drift.Report, error) {
+func (c Replay) Compare(out *shares.Table, prevRaw, passRaw map[result.AssocKey]float64, name string) (*drift.Report, error) {
 	out.FillMissingFactor(c.Dampening)
 	alg := Pick(c.Algorithm, out.Algorithm())
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
@@ -86,7 +86,7 @@ type Database struct {
 	Window *[2]time.Time
 	// PassRaw and PassGap are drift.Input's, from the tracker that read
 	// Reported live (nil, 0: read from a file).
-	PassRaw map[drift.Key]float64
+	PassRaw map[result.AssocKey]float64
 	PassGap time.Duration
 	// Losses are the usage losses the reads of Reported showed (nil: read
 	// once, or from a file): the evidence of a reset (drift.Input.Losses).

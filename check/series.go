@@ -12,6 +12,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -82,7 +83,7 @@ func (s *Series) Add(in sshare.Snapshot) error {
 	s.n++
 	snap.Index = s.n
 	r := s.follow(in)
-	var prevRaw map[drift.Key]float64
+	var prevRaw map[result.AssocKey]float64
 	if ref := r.LagReference(s.period); ref != nil {
 		prevRaw, snap.LagReference = ref.Raw, &ref.ID
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
@@ -289,7 +290,7 @@ func TestPassRawJobEnd(t *testing.T) {
 	for _, i := range chargedRows(out, user) {
 		out.Rows[i].RawUsage += charge
 	}
-	judge := func(passRaw map[Key]float64) *Comparison {
+	judge := func(passRaw map[result.AssocKey]float64) *Comparison {
 		c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6}, Report: out, PassRaw: passRaw}, true)
 		if err != nil {
 			t.Fatal(err)

@@ -34,10 +34,10 @@ type Report struct {
 	// PrevRaw is RawUsage per association from the report taken before
 	// slurmctld's last decay pass (nil: none): classic values lag by one
 	// pass (fairshare.ClassicLagged).
-	PrevRaw map[drift.Key]float64
+	PrevRaw map[result.AssocKey]float64
 	// PassRaw is RawUsage from the first report after slurmctld's last
 	// decay pass seen (drift.Input.PassRaw; nil: none or this one).
-	PassRaw map[drift.Key]float64
+	PassRaw map[result.AssocKey]float64
 	PassGap time.Duration
 	// Settling: drift.Input.Settling
 	Settling bool
@@ -267,7 +267,7 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		o.Classic, o.FairTree = classic[i], ft[i]
 		o.TicketBased, o.Maui, o.Uncharged, o.Recovery = math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		if in.Recovery != nil {
-			if s, ok := in.Recovery.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}]; ok {
+			if s, ok := in.Recovery.Seconds[result.KeyOf(a.Account, a.User, a.Partition)]; ok {
 				o.Recovery = s
 			}
 		}
@@ -293,7 +293,7 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		if rc == nil {
 			continue
 		}
-		if r := rc.Row(drift.Key{Account: o.Account, User: o.User, Partition: o.Partition}); r != nil {
+		if r := rc.Row(result.KeyOf(o.Account, o.User, o.Partition)); r != nil {
 			o.ReportedFactor, o.ReportedUsage = r.FairShare, r.RawUsage
 		}
 	}
@@ -349,7 +349,7 @@ func (in *Inputs) ComputeRecovery() (*result.Recovery, error) {
 		case c.Found:
 			s = c.At - f.At
 		}
-		r.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}] = s
+		r.Seconds[result.KeyOf(a.Account, a.User, a.Partition)] = s
 	}
 	return r, nil
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
@@ -34,10 +33,10 @@ func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets boo
 	span := cur.End.Sub(prev.Start) + period
 	f := math.Pow(d, max(0, span.Seconds()))
 	floor := func(before float64) float64 { return before*f - shares.UsageResolution }
-	var root drift.Key
+	var root result.AssocKey
 	for _, r := range cur.Out.Rows {
 		if r.Depth == 0 {
-			root = drift.Key{Account: r.Account, User: r.User, Partition: r.Partition}
+			root = result.KeyOf(r.Account, r.User, r.Partition)
 			break
 		}
 	}
@@ -54,7 +53,7 @@ func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets boo
 		if !ok || k.User == "" || now >= floor(was) {
 			continue
 		}
-		out = append(out, result.UsageLoss{AssocKey: result.AssocKey{Account: k.Account, User: k.User, Partition: k.Partition},
+		out = append(out, result.UsageLoss{AssocKey: k,
 			Kind: kind, At: cur.At, Before: was * f, After: now})
 	}
 	slices.SortFunc(out, func(a, b result.UsageLoss) int { return compareKeys(a.AssocKey, b.AssocKey) })

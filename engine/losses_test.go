@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -23,7 +22,7 @@ func TestUsageLosses(t *testing.T) {
 	boot := t0.Add(-time.Hour)
 	read := func(at time.Time, boot time.Time, root, acct, alice, bob float64) *Reading {
 		out := &shares.Table{Rows: []shares.Row{{Account: "root"}, {Account: "phys", Depth: 1}, {Account: "phys", User: "alice", Depth: 2}, {Account: "phys", User: "bob", Depth: 2}}}
-		raw := map[drift.Key]float64{{Account: "root"}: root, {Account: "phys"}: acct, {Account: "phys", User: "alice"}: alice, {Account: "phys", User: "bob"}: bob}
+		raw := map[result.AssocKey]float64{{Account: "root"}: root, {Account: "phys"}: acct, {Account: "phys", User: "alice"}: alice, {Account: "phys", User: "bob"}: bob}
 		return &Reading{Out: out, Raw: raw, Start: at, End: at.Add(time.Second), At: at.Add(time.Second / 2), Boot: boot}
 	}
 	decayed := func(v float64) float64 { return math.Floor(v * math.Pow(d, 61)) }

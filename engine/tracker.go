@@ -147,7 +147,7 @@ func NewTracker(c TrackerConfig) *Tracker {
 // Reading is one read of the reported side, with its references.
 type Reading struct {
 	Out *shares.Table
-	Raw map[drift.Key]float64 // Out's RawUsage
+	Raw map[result.AssocKey]float64 // Out's RawUsage
 	// At is the middle of the read, from Start to End; Took includes
 	// asking for the boot time.
 	At, Start, End time.Time
@@ -178,7 +178,7 @@ type Reading struct {
 type Ref struct {
 	ID  int
 	At  time.Time // zero: unknown
-	Raw map[drift.Key]float64
+	Raw map[result.AssocKey]float64
 }
 
 func (r *Reading) ref() *Ref { return &Ref{ID: r.ID, At: r.At, Raw: r.Raw} }
@@ -198,7 +198,7 @@ func (r *Reading) LagReference(period time.Duration) *Ref {
 // PassRaw is the usage of the first read after slurmctld's last pass
 // (drift.Input.PassRaw), where it differs from this read's and came at
 // most a period before it (0: any time before; nil: none).
-func (r *Reading) PassRaw(period time.Duration) map[drift.Key]float64 {
+func (r *Reading) PassRaw(period time.Duration) map[result.AssocKey]float64 {
 	p := r.PassRead
 	if p == nil || maps.Equal(p.Raw, r.Raw) || (period > 0 && r.At.Sub(p.At) > period) {
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
@@ -27,7 +28,7 @@ import (
 // series take both from Reading.Follow.
 func TestReferences(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	usage := func(v float64) map[drift.Key]float64 { return map[drift.Key]float64{{Account: "a"}: v} }
+	usage := func(v float64) map[result.AssocKey]float64 { return map[result.AssocKey]float64{{Account: "a"}: v} }
 	read := func(id int, sec int, v float64, pass bool) *Reading {
 		at := t0.Add(time.Duration(sec) * time.Second)
 		return &Reading{ID: id, At: at, Start: at, End: at.Add(time.Second), Raw: usage(v), Pass: pass}

@@ -149,7 +149,7 @@ func TestRecoveryMetricAgreesWithExplain(t *testing.T) {
 				want = *x.CrossingSeconds
 				finite++
 			}
-			got, ok := r.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}]
+			got, ok := r.Seconds[result.KeyOf(a.Account, a.User, a.Partition)]
 			if !ok || got != want {
 				t.Errorf("%s: %s: metric %v (present %v), explain --forecast %v", alg, a.User, got, ok, want)
 			}

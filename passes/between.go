@@ -26,13 +26,13 @@ func Between(prev, cur *shares.Table, chargeAtEnd bool) bool {
 	}
 	old := make(map[result.AssocKey]seen, len(prev.Rows))
 	for _, r := range prev.Rows {
-		k := result.AssocKey{Account: r.Account, User: r.User, Partition: r.Partition}
+		k := result.KeyOf(r.Account, r.User, r.Partition)
 		_, twice := old[k]
 		old[k] = seen{r.RawUsage, r.NormUsage, r.EffectvUsage, twice}
 	}
 	moved := func(a, b float64) bool { return a != b && !(math.IsNaN(a) && math.IsNaN(b)) }
 	for _, r := range cur.Rows {
-		p, ok := old[result.AssocKey{Account: r.Account, User: r.User, Partition: r.Partition}]
+		p, ok := old[result.KeyOf(r.Account, r.User, r.Partition)]
 		if !ok || p.twice {
 			continue
 		}

@@ -43,10 +43,15 @@ type Association struct {
 	Recovery float64
 }
 
-// AssocKey names an association across refreshes, whose trees may differ.
+// AssocKey names an association across refreshes and sources (the
+// database's tree, what Slurm reports), whose trees may differ. Account
+// names are unique in Slurm, so an account is its name with no user.
 type AssocKey struct {
 	Account, User, Partition string
 }
+
+// KeyOf is the key of the association of account, user and partition.
+func KeyOf(account, user, partition string) AssocKey { return AssocKey{account, user, partition} }
 
 // Recovery is how long each user association's factor takes to reach its
 // fair level under the forecast's default assumption (docs/forecast.md),
