@@ -125,8 +125,7 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 	if err != nil {
 		return err
 	}
-	phase := in.Phase
-	phase.Uncertainty = time.Duration(in.PassError(nil).Window * float64(time.Second))
+	_, phase := in.AtReport(nil)
 	if c.Job != 0 {
 		jobs, err := explain.Job(cl, conf, c.Job, at, phase)
 		if err != nil {

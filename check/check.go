@@ -103,7 +103,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 		notes = append(notes, unknownPhaseNote)
 	}
 	d.Reported.FillMissingFactor(in.Settings.Dampening)
-	pass := in.PassError(d.Window)
+	pass, phase := in.AtReport(d.Window)
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: d.Algorithm, Dampening: in.Settings.Dampening, Tolerance: d.Tolerance,
 		Report: d.Reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: d.PassRaw, PassGap: d.PassGap.Seconds(), InferLag: true,
 		Losses: d.Losses}, true)
@@ -111,7 +111,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 		return nil, err
 	}
 	rep := cmp.Usage
-	rep.Phase = &result.Phase{Source: in.Phase.Source, Uncertainty: time.Duration(pass.Window * float64(time.Second))}
+	rep.Phase = &result.Phase{Source: phase.Source, Uncertainty: phase.Uncertainty}
 	rep.Formula = cmp.Formula
 	rep.Billing = in.Billing
 	rep.Note = note(notes, d.Algorithm)
@@ -119,7 +119,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 }
 
 // CompareSides is Compare for a report read so close to slurmctld's pass
-// that it may show either side of it (engine.Inputs.PassNear): before
+// that it may show either side of it (engine.Inputs.NearPass): before
 // and after are the database just before and just after that pass. A
 // report is one snapshot, on one side for every association, so it is
 // judged against the side more of its associations' RawUsage agrees

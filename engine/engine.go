@@ -233,6 +233,24 @@ func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*Inputs, er
 	return in, err
 }
 
+// WaitRecorded waits until the database holds every job end slurmctld
+// had charged by a report read until end: RecordDelay after it, under
+// AccountingStorageEnforce=limits (without it, ends are charged only at
+// passes, which the rebuild places itself). serve and check take a
+// report up only then, and the database read at its moment holds them.
+// It is false when ctx ended first.
+func (e *Engine) WaitRecorded(ctx context.Context, end time.Time) bool {
+	if !e.conf.EnforceLimits() {
+		return true
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(e.o.clock.until(end.Add(RecordDelay))):
+		return true
+	}
+}
+
 func (e *Engine) stage(name string, took time.Duration, err error) {
 	st := e.stages[name]
 	st.Duration = took

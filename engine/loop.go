@@ -171,14 +171,8 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		return // shutting down: a read cut short is no failure of the source
 	}
 	l.e.stage(StageReported, r.Took, r.Err)
-	if r.Err == nil && l.e.conf.EnforceLimits() {
-		// the report is taken up once the ends slurmctld charged by then
-		// are recorded, and the database read at its moment holds them
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(l.e.o.clock.until(r.End.Add(RecordDelay))):
-		}
+	if r.Err == nil && !l.e.WaitRecorded(ctx, r.End) {
+		return
 	}
 	if r.Err != nil {
 		l.e.o.log.Error().Err(r.Err).Msg("reading what Slurm reports")
@@ -208,13 +202,9 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		return
 	}
 	read := &[2]time.Time{r.Start, r.End}
-	if p, near := in.PassNear(read); near && r.After(p, l.e.conf.PriorityCalcPeriod, in.Phase.Uncertainty) {
-		// the read closed a bracket of that pass: it shows the side after
-		// it, judged against the database just after it to the phase's
-		// uncertainty, as check judges a read on the side it shows, not
-		// against the whole period either side would allow
-		if off := in.PassClear(); !in.Computed.After(p.Add(off)) {
-			if in, err = l.e.refreshAtReport(ctx, p.Add(off)); in == nil {
+	if n, after := in.ShownAfter(r); after {
+		if !in.Computed.After(n.After()) {
+			if in, err = l.e.refreshAtReport(ctx, n.After()); in == nil {
 				if err != nil && ctx.Err() == nil {
 					l.e.o.log.Error().Err(err).Msg("refresh from the database just after the pass the report followed")
 				}
@@ -223,10 +213,9 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		}
 		read = nil
 	}
-	pass := in.PassError(read)
+	pass, phase := in.AtReport(read)
 	sv.reportDB, sv.reportTies, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, in.TieOrderKnown, r.At, pass, &ReportMemo{}
-	sv.reportPhase = in.Phase
-	sv.reportPhase.Uncertainty = time.Duration(pass.Window * float64(time.Second))
+	sv.reportPhase = phase
 }
 
 // lost counts and logs the usage losses read r shows against the last

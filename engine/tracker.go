@@ -207,7 +207,7 @@ func (r *Reading) PassRaw(period time.Duration) map[result.AssocKey]float64 {
 }
 
 // After reports whether r shows slurmctld's usage after pass, a pass
-// known to within u that may have fallen during r (Inputs.PassNear): r
+// known to within u that may have fallen during r (Inputs.NearPass): r
 // closed a bracket (a pass seen since the read before it), and that read
 // began after the pass a period earlier could have fallen, so the pass
 // seen is this one. sshare's values are one snapshot, on one side of it.
