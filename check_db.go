@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/check"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -116,7 +117,7 @@ func (c *checkCmd) databaseReadAt(r *liveRead, readAt time.Time) (time.Time, err
 // compareSides judges a report read as slurmctld ran a pass (n) against
 // the database on either side of it (check.Database.CompareSides): in is
 // the database at the read.
-func (c *checkCmd) compareSides(ctx context.Context, e *engine.Engine, cluster string, d check.Database, in *engine.Inputs, n engine.Near) (*drift.Report, error) {
+func (c *checkCmd) compareSides(ctx context.Context, e *engine.Engine, cluster string, d check.Database, in *build.Inputs, n build.Near) (*drift.Report, error) {
 	before, err := e.Refresh(ctx, cluster, n.Before())
 	if err != nil {
 		return nil, err

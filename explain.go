@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
@@ -104,14 +105,14 @@ func (c *explainCmd) Run(env *runEnv) error {
 		}
 	}
 	if out != nil {
-		in.Report = &engine.Report{Out: out, At: at}
+		in.Reported = &build.Reported{Out: out, At: at}
 	}
 	return c.explain(env, in, conf, at)
 }
 
 // explain answers for the cluster's inputs: what-if shares, a job or a
 // user.
-func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Config, at time.Time) error {
+func (c *explainCmd) explain(env *runEnv, in *build.Inputs, conf *slurmconf.Config, at time.Time) error {
 	if len(c.WhatIf) > 0 {
 		changes, _ := c.ShareChanges() // checked by Validate
 		x, err := explain.Shares(in, changes, c.WhatIf, c.User)
@@ -121,7 +122,7 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 		return explain.Write(env.stdout, c.Output, x)
 	}
 	in.Detail = true
-	cl, err := engine.Build(in)
+	cl, err := build.Build(in)
 	if err != nil {
 		return err
 	}

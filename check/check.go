@@ -1,7 +1,7 @@
 // Package check answers "does our fairshare agree with Slurm's?" for the
 // check command: it replays what Slurm reports (formula drift, the
 // one-pass lag of classic) or compares it with the database's rebuilt
-// usage (engine.Inputs), and writes the drift report as a table or JSON.
+// usage (build.Inputs), and writes the drift report as a table or JSON.
 // It reads no file, database or process itself; drift is told as a
 // value, not an exit.
 package check
@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -97,7 +97,7 @@ type Database struct {
 
 // Compare is the comparison serve makes, association by association: the
 // database's usage (in) against Slurm's, with Slurm's formula beside it.
-func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
+func (d Database) Compare(in *build.Inputs) (*drift.Report, error) {
 	var notes []string
 	if in.Phase.Source == result.PhaseUnknown {
 		notes = append(notes, unknownPhaseNote)
@@ -119,7 +119,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 }
 
 // CompareSides is Compare for a report read so close to slurmctld's pass
-// that it may show either side of it (engine.Inputs.NearPass): before
+// that it may show either side of it (build.Inputs.NearPass): before
 // and after are the database just before and just after that pass. A
 // report is one snapshot, on one side for every association, so it is
 // judged against the side more of its associations' RawUsage agrees
@@ -128,13 +128,13 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 // period's charge of its running jobs). A loss cannot pick the side: it
 // moves one chain, and every association with running jobs or decayed
 // usage votes; a tie keeps the side the read's moment is on (after).
-func (d Database) CompareSides(before, after *engine.Inputs, pass time.Time) (*drift.Report, error) {
+func (d Database) CompareSides(before, after *build.Inputs, pass time.Time) (*drift.Report, error) {
 	d.Window = nil
 	var best *drift.Report
 	side, most := "", 0
 	for _, s := range []struct {
 		name string
-		in   *engine.Inputs
+		in   *build.Inputs
 	}{{"after", after}, {"before", before}} {
 		rep, err := d.Compare(s.in)
 		if err != nil {

@@ -7,6 +7,10 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 )
 
+// DemoAssociations is the default size of the demo cluster (serve --demo,
+// explain --demo: sim/).
+const DemoAssociations = 400
+
 // SimSource is the demo's simulated cluster as the engine's source (sim
 // does not import engine: its Cluster method returns its own type).
 func SimSource(c *sim.Cluster) engine.Source { return simSource{c} }

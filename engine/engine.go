@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
@@ -18,18 +19,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
-)
-
-// Stages of a refresh, as the stage label of the exporter's metrics.
-const (
-	StageConfig   = "config"   // reading slurm.conf
-	StageConnect  = "connect"  // opening the database
-	StageDB       = "db"       // reading associations and rebuilding usage
-	StageExtras   = "extras"   // pending jobs and Maui windows
-	StageReported = "reported" // sshare or slurmrestd
-	StageBuild    = "build"    // algorithms and drift
-	StagePublish  = "publish"  // rendering the exposition
-	StageForecast = "forecast" // the recovery metric's inputs and forecast
 )
 
 // Engine computes clusters' fairshare inputs from the slurmdbd database:
@@ -146,7 +135,10 @@ func New(conf *slurmconf.Config, dsn string, opts ...Option) *Engine {
 
 // clusterState is what the engine keeps of a cluster between refreshes.
 type clusterState struct {
-	ref slurmdbd.Refresher
+	// cluster is where the last refresh read the cluster, which the
+	// forecast's inputs are read from too
+	cluster ClusterSource
+	ref     slurmdbd.Refresher
 	// atReport rebuilds usage at the moments of the reports, with a
 	// Refresher of its own: each moves forward in time.
 	atReport slurmdbd.Refresher
@@ -181,7 +173,7 @@ func (e *Engine) Close() {
 // the pending jobs and what-if inputs, from what the engine kept of the
 // cluster (nothing, the first time). On failure the kept state is as it
 // was.
-func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Inputs, error) {
+func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*build.Inputs, error) {
 	cs := e.clusters[name]
 	if cs == nil {
 		cs = &clusterState{}
@@ -196,8 +188,8 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Input
 		e.boot = boot
 	}
 	t0 := e.now()
-	in, err := e.read(ctx, name, &cs.ref, at)
-	e.stage(StageDB, e.now().Sub(t0), err)
+	in, rd, err := e.read(ctx, name, &cs.ref, at)
+	e.stage(result.StageDB, e.now().Sub(t0), err)
 	if err != nil {
 		var conn interface{ Timeout() bool }
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &conn) {
@@ -208,8 +200,9 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Input
 	}
 	e.save(name, cs)
 	t1 := e.now()
-	err = e.extras(ctx, cs, in)
-	e.stage(StageExtras, e.now().Sub(t1), err)
+	cs.cluster = rd.cluster
+	err = e.extras(ctx, cs, in, rd)
+	e.stage(result.StageExtras, e.now().Sub(t1), err)
 	if err != nil && ctx.Err() == nil {
 		e.o.log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
 	}
@@ -218,23 +211,23 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*Input
 
 // refreshAtReport rebuilds the local cluster's tree at a report's moment,
 // from the last refresh's state: usage moves at every decay pass.
-func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*Inputs, error) {
+func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*build.Inputs, error) {
 	cs := e.clusters[e.conf.ClusterName]
 	if cs == nil || e.src == nil {
 		return nil, nil
 	}
 	t0, readAt := e.now(), e.o.clock.Now()
 	cs.atReport.Seed(&cs.ref)
-	in, err := e.read(ctx, e.conf.ClusterName, &cs.atReport, at)
+	in, _, err := e.read(ctx, e.conf.ClusterName, &cs.atReport, at)
 	if in != nil {
 		in.ReadAt = readAt
 	}
-	e.stage(StageDB, e.now().Sub(t0), err)
+	e.stage(result.StageDB, e.now().Sub(t0), err)
 	return in, err
 }
 
 // WaitRecorded waits until the database holds every job end slurmctld
-// had charged by a report read until end: RecordDelay after it, under
+// had charged by a report read until end: build.RecordDelay after it, under
 // AccountingStorageEnforce=limits (without it, ends are charged only at
 // passes, which the rebuild places itself). serve and check take a
 // report up only then, and the database read at its moment holds them.
@@ -246,7 +239,7 @@ func (e *Engine) WaitRecorded(ctx context.Context, end time.Time) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(e.o.clock.until(end.Add(RecordDelay))):
+	case <-time.After(e.o.clock.until(end.Add(build.RecordDelay))):
 		return true
 	}
 }
@@ -269,7 +262,7 @@ func (e *Engine) ReloadConf() (changed bool) {
 	}
 	t0 := e.now()
 	conf, err := e.o.loadConf()
-	e.stage(StageConfig, e.now().Sub(t0), err)
+	e.stage(result.StageConfig, e.now().Sub(t0), err)
 	if err != nil {
 		e.o.log.Error().Err(err).Msg("slurm.conf: keeping the settings last read")
 		return false
@@ -367,13 +360,13 @@ func (e *Engine) stateFileFor(passes fairshare.Passes, conf *slurmconf.Config, a
 	return nil
 }
 
-func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher, at time.Time) (*Inputs, error) {
+func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher, at time.Time) (*build.Inputs, *dbRead, error) {
 	if err := e.open(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := e.src.Cluster(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	conf := e.conf
 	local := name == conf.ClusterName
@@ -389,7 +382,7 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	}
 	snap, err := c.Refresh(ctx, ref, at)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, p := range snap.Problems {
 		problems = append(problems, problemOf(p))
@@ -400,29 +393,28 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	}
 	tree, err := fairshare.NewTree(snap.Tree.Assocs)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", name, err)
+		return nil, nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	in := &Inputs{
-		Name:          name,
-		Settings:      settings(conf),
-		Tree:          tree,
-		TieOrderKnown: local && !e.boot.IsZero(),
-		Boot:          ref.Boot,
-		Passes:        passes,
-		Phase:         phase,
-		TRES:          map[string][]float64{},
-		Maui:          e.o.maui,
-		Computed:      at,
-		Schema:        schema,
-		Tolerance:     e.o.tolerance,
-		Named:         e.o.named,
-		cluster:       c,
+	in := &build.Inputs{
+		Name:     name,
+		Settings: settings(conf),
+		Database: build.Database{
+			Tree:          tree,
+			TieOrderKnown: local && !e.boot.IsZero(),
+			Boot:          ref.Boot,
+			Passes:        passes,
+			Phase:         phase,
+			TRES:          map[string][]float64{},
+			Computed:      at,
+			Schema:        schema,
+		},
+		Options: build.Options{Maui: e.o.maui, Tolerance: e.o.tolerance, Named: e.o.named},
 	}
-	for _, p := range in.setTRES(snap) {
+	for _, p := range setTRES(in, snap) {
 		problems = append(problems, problem{p, p})
 	}
 	if local {
-		problems = append(problems, in.checkBilling(snap.Jobs, snap.TRESNames, conf, rules)...)
+		problems = append(problems, checkBilling(in, snap.Jobs, snap.TRESNames, conf, rules)...)
 	}
 	ids := treeIDs(snap)
 	if local && !e.boot.IsZero() {
@@ -435,15 +427,25 @@ func (e *Engine) read(ctx context.Context, name string, ref *slurmdbd.Refresher,
 	if snap.LastRan.OK {
 		in.LastRollup = time.Unix(snap.LastRan.Hourly, 0)
 	}
-	in.assocIDs, in.tresNames, in.qos = ids, snap.TRESNames, snap.QOS
+	in.AssocIDs = ids
+	rd := &dbRead{cluster: c, tresNames: snap.TRESNames, qos: snap.QOS}
 	if conf.PriorityWeightAssoc > 0 {
 		rowPrio := slurmdbd.InheritedPriority(snap.Rows)
-		in.assocPriority = make([]uint32, len(ids))
+		rd.assocPriority = make([]uint32, len(ids))
 		for i, r := range snap.Tree.Row {
-			in.assocPriority[i] = rowPrio[r]
+			rd.assocPriority[i] = rowPrio[r]
 		}
 	}
-	return in, nil
+	return in, rd, nil
+}
+
+// dbRead is what a refresh's extras read by, beside the inputs: where
+// the cluster is read, and the names and priorities of its rows.
+type dbRead struct {
+	cluster       ClusterSource
+	tresNames     map[uint32]string
+	qos           map[uint32]slurmdbd.QOS
+	assocPriority []uint32 // inherited priority of each association (nil: weight 0)
 }
 
 // treeIDs are the id_assoc of snap's tree associations, in the tree's
@@ -482,7 +484,7 @@ const tailHalfLives = 20
 
 // setBoot sets in's BootUsage and, where the phase is known and tails are
 // left uncharged (no AccountingStorageEnforce=limits), BootTails.
-func (e *Engine) setBoot(ctx context.Context, c ClusterSource, in *Inputs, since time.Time, ids []uint32) error {
+func (e *Engine) setBoot(ctx context.Context, c ClusterSource, in *build.Inputs, since time.Time, ids []uint32) error {
 	tails, boot, err := e.bootSums(ctx, in.Name, c, in.Passes, since, in.Computed, ids)
 	if err != nil {
 		return err
@@ -533,7 +535,7 @@ func (e *Engine) bootSums(ctx context.Context, name string, c ClusterSource, pas
 
 // setTRES keeps the decayed usage of each TRES but billing (the usage
 // itself), by name, and returns the problems it met.
-func (in *Inputs) setTRES(snap *slurmdbd.Snapshot) (problems []string) {
+func setTRES(in *build.Inputs, snap *slurmdbd.Snapshot) (problems []string) {
 	for id, v := range snap.TRES {
 		if id == slurmdbd.TRESBilling {
 			continue
@@ -581,8 +583,8 @@ func (e *Engine) warnChanged(cluster string, problems []problem) {
 // extras reads what the per-association factors do not need: pending jobs
 // for their priorities and the ticket-based active set, usage windows for
 // Maui (again only after a new hourly rollup).
-func (e *Engine) extras(ctx context.Context, cs *clusterState, in *Inputs) error {
-	prio, rows, err := e.pendingJobs(ctx, in.cluster, in)
+func (e *Engine) extras(ctx context.Context, cs *clusterState, in *build.Inputs, rd *dbRead) error {
+	prio, rows, err := e.pendingJobs(ctx, rd, in)
 	if err != nil {
 		return err
 	}
@@ -594,20 +596,20 @@ func (e *Engine) extras(ctx context.Context, cs *clusterState, in *Inputs) error
 	for _, r := range rows {
 		pending[r.Assoc] = true
 	}
-	in.Pending = make([]bool, len(in.assocIDs))
-	for i, id := range in.assocIDs {
+	in.Pending = make([]bool, len(in.AssocIDs))
+	for i, id := range in.AssocIDs {
 		in.Pending[i] = pending[id]
 	}
 	if e.o.mauiInterval <= 0 {
 		return nil
 	}
 	rollup := in.LastRollup.Unix()
-	if cs.maui == nil || cs.mauiRollup != rollup || len(cs.maui) != len(in.assocIDs) {
-		windows, err := in.cluster.WindowUsage(ctx, in.Computed, e.o.mauiInterval, e.o.maui.Depth)
+	if cs.maui == nil || cs.mauiRollup != rollup || len(cs.maui) != len(in.AssocIDs) {
+		windows, err := rd.cluster.WindowUsage(ctx, in.Computed, e.o.mauiInterval, e.o.maui.Depth)
 		if err != nil {
 			return err
 		}
-		cs.maui, cs.mauiRollup = mauiUsage(in.Tree, in.assocIDs, windows, e.o.maui), rollup
+		cs.maui, cs.mauiRollup = mauiUsage(in.Tree, in.AssocIDs, windows, e.o.maui), rollup
 	}
 	in.MauiUsage = cs.maui
 	return nil
@@ -618,12 +620,16 @@ func (e *Engine) extras(ctx context.Context, cs *clusterState, in *Inputs) error
 // association's own usage rate over the last window of rolled-up hours
 // (the hours after the last rollup are not in the tables yet). Jobs and
 // usage of associations outside the tree (removed users) are left out.
-func (e *Engine) ForecastInputs(ctx context.Context, in *Inputs, window time.Duration) error {
-	index := make(map[uint32]int, len(in.assocIDs))
-	for i, id := range in.assocIDs {
+func (e *Engine) ForecastInputs(ctx context.Context, in *build.Inputs, window time.Duration) error {
+	index := make(map[uint32]int, len(in.AssocIDs))
+	for i, id := range in.AssocIDs {
 		index[id] = i
 	}
-	jobs, problems, err := in.cluster.RunningJobs(ctx, in.Computed)
+	c := e.clusters[in.Name]
+	if c == nil || c.cluster == nil {
+		return fmt.Errorf("cluster %s: not read", in.Name)
+	}
+	jobs, problems, err := c.cluster.RunningJobs(ctx, in.Computed)
 	if err != nil {
 		return err
 	}
@@ -642,12 +648,12 @@ func (e *Engine) ForecastInputs(ctx context.Context, in *Inputs, window time.Dur
 		}
 		in.ForecastJobs = append(in.ForecastJobs, fairshare.RunningJob{Assoc: i, Billing: j.Billing, Start: float64(j.Start), End: end})
 	}
-	in.ForecastRate = make([]float64, len(in.assocIDs))
+	in.ForecastRate = make([]float64, len(in.AssocIDs))
 	in.ForecastWindow = window
 	if in.LastRollup.IsZero() {
 		return nil
 	}
-	used, err := in.cluster.BillingUsage(ctx, in.LastRollup.Add(-window), in.LastRollup)
+	used, err := c.cluster.BillingUsage(ctx, in.LastRollup.Add(-window), in.LastRollup)
 	if err != nil {
 		return err
 	}
@@ -705,8 +711,8 @@ func Decay(conf *slurmconf.Config, stateDir string) (passes fairshare.Passes, si
 	return passes, since, nil
 }
 
-func settings(conf *slurmconf.Config) Settings {
-	return Settings{
+func settings(conf *slurmconf.Config) build.Settings {
+	return build.Settings{
 		Algorithm: conf.Algorithm(),
 		Dampening: float64(conf.FairShareDampeningFactor),
 		Config: result.Config{

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -63,8 +64,8 @@ type Loop struct {
 
 // served is what the loop keeps of a cluster between publishes.
 type served struct {
-	last *Inputs // the last good computation
-	memo BuildMemo
+	last *build.Inputs // the last good computation
+	memo build.BuildMemo
 	// the database's tree at the moment of the last report, and what is
 	// known of the pass it stands at
 	reportDB    *fairshare.Tree
@@ -72,7 +73,7 @@ type served struct {
 	reportFor   time.Time
 	reportPass  drift.PassError
 	reportPhase result.Phase
-	reportMemo  *ReportMemo
+	reportMemo  *build.ReportMemo
 	recovery    *result.Recovery
 	// recovering: a computation of the recovery metric is under way
 	recovering bool
@@ -170,7 +171,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 	if ctx.Err() != nil {
 		return // shutting down: a read cut short is no failure of the source
 	}
-	l.e.stage(StageReported, r.Took, r.Err)
+	l.e.stage(result.StageReported, r.Took, r.Err)
 	if r.Err == nil && !l.e.WaitRecorded(ctx, r.End) {
 		return
 	}
@@ -202,7 +203,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		return
 	}
 	read := &[2]time.Time{r.Start, r.End}
-	if n, after := in.ShownAfter(r); after {
+	if n, after := in.ShownAfter(*read, r.Pass, r.PassGap); after {
 		if !in.Computed.After(n.After()) {
 			if in, err = l.e.refreshAtReport(ctx, n.After()); in == nil {
 				if err != nil && ctx.Err() == nil {
@@ -214,7 +215,7 @@ func (l *Loop) onReport(ctx context.Context, r *Reading) {
 		read = nil
 	}
 	pass, phase := in.AtReport(read)
-	sv.reportDB, sv.reportTies, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, in.TieOrderKnown, r.At, pass, &ReportMemo{}
+	sv.reportDB, sv.reportTies, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, in.TieOrderKnown, r.At, pass, &build.ReportMemo{}
 	sv.reportPhase = phase
 }
 
@@ -237,13 +238,13 @@ func (l *Loop) reportStale() bool {
 }
 
 // freshReport is the report if it is recent enough to compare.
-func (l *Loop) freshReport() *Report {
+func (l *Loop) freshReport() *build.Reported {
 	r := l.report
 	if l.reportStale() || r.At.Before(l.settingsAt) {
 		return nil
 	}
 	period := l.e.conf.PriorityCalcPeriod
-	rep := &Report{Out: r.Out, At: r.At, Settling: r.Settling, PassRaw: r.PassRaw(period), PassGap: r.PassGap}
+	rep := &build.Reported{Out: r.Out, At: r.At, Settling: r.Settling, PassRaw: r.PassRaw(period), PassGap: r.PassGap}
 	if ref := r.LagReference(period); ref != nil {
 		rep.PrevRaw = ref.Raw
 	}
@@ -263,7 +264,7 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 	if ctx.Err() != nil {
 		return // shutting down: reads cut short are no failure of the database
 	}
-	l.e.stage(StageConnect, l.e.now().Sub(t0), err)
+	l.e.stage(result.StageConnect, l.e.now().Sub(t0), err)
 	if err != nil {
 		l.e.o.log.Error().Err(err).Msg("database")
 		l.source("db", false, time.Time{})
@@ -339,7 +340,7 @@ func (l *Loop) recoveryEvery(sv *served) time.Duration {
 // associations under Fair Tree it takes seconds, docs/performance.md)
 // and comes back through l.recoveries (recovered). Without Run's loop
 // (a test calling refreshAll) it runs here.
-func (l *Loop) recover(ctx context.Context, sv *served, in *Inputs) {
+func (l *Loop) recover(ctx context.Context, sv *served, in *build.Inputs) {
 	if l.s.RecoveryInterval <= 0 || l.s.ForecastWindow <= 0 || sv.recovering {
 		return
 	}
@@ -382,7 +383,7 @@ type recoveryResult struct {
 // recovered keeps a computation of the recovery metric; a failure keeps
 // the last one.
 func (l *Loop) recovered(r recoveryResult) {
-	l.e.stage(StageForecast, r.took, r.err)
+	l.e.stage(result.StageForecast, r.took, r.err)
 	sv := l.served[r.name]
 	if sv != nil {
 		sv.recovering, sv.recoveryTook = false, r.took
@@ -419,23 +420,23 @@ func (l *Loop) publish() {
 			in.Losses = &result.Losses{Counts: maps.Clone(l.losses.Counts), Last: slices.Clone(l.losses.Last)}
 		}
 		if name == l.e.conf.ClusterName && rep != nil && sv.reportFor.Equal(rep.At) {
-			in.Report = rep
+			in.Reported = rep
 			rep.DB, rep.DBTieOrderKnown, rep.Pass, rep.Phase, rep.Memo = sv.reportDB, sv.reportTies, sv.reportPass, sv.reportPhase, sv.reportMemo
 		}
-		cl, err := Build(&in)
+		cl, err := build.Build(&in)
 		if err != nil {
 			buildErr = err
 			l.e.o.log.Error().Err(err).Str("slurm_cluster", name).Msg("comparing with what Slurm reports")
-			in.Report = nil
-			cl, _ = Build(&in)
+			in.Reported = nil
+			cl, _ = build.Build(&in)
 		}
 		snap.Clusters = append(snap.Clusters, cl)
 	}
-	l.e.stage(StageBuild, l.e.now().Sub(t0), buildErr)
+	l.e.stage(result.StageBuild, l.e.now().Sub(t0), buildErr)
 	t1 := l.e.now()
 	snap.Stages = maps.Clone(l.e.stages)
 	err := l.pub.Publish(snap)
-	l.e.stage(StagePublish, l.e.now().Sub(t1), err)
+	l.e.stage(result.StagePublish, l.e.now().Sub(t1), err)
 	if err != nil {
 		l.e.o.log.Error().Err(err).Msg("rendering the metrics")
 	} else if snap.Sources["db"].Up {

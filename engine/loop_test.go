@@ -13,7 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -147,12 +149,12 @@ func TestSettlingAfterRestart(t *testing.T) {
 	wrong := shares.Of(tree, tree.Classic(fairshare.ClassicOptions{Dampening: 1}))
 	for _, settling := range []bool{false, true} {
 		in := inputs(tree, fairshare.AlgorithmFairTree)
-		in.Report = &Report{Out: wrong, At: in.Computed, Settling: settling}
-		cl, err := Build(in)
+		in.Reported = &build.Reported{Out: wrong, At: in.Computed, Settling: settling}
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := drifts(cl)["formula/fairshare"]
+		d := cl.Drift[slices.IndexFunc(cl.Drift, func(d result.Drift) bool { return d.Kind == result.DriftFormula && d.Value == "fairshare" })]
 		if settling && (d.Beyond != 0 || !math.IsInf(d.Bound, 1) || d.Max == 0) {
 			t.Errorf("settling: %+v, want drift measured, bound +Inf, nothing beyond", d)
 		}
@@ -177,13 +179,13 @@ func TestRecovered(t *testing.T) {
 	}
 	cs.recovering = true
 	e.recovered(recoveryResult{name: "c", err: context.DeadlineExceeded})
-	if cs.recovery != first || cs.recovering || e.e.stages[StageForecast].Errors != 1 {
-		t.Fatalf("after a failed computation: recovery %v (want the last), recovering %v, errors %d", cs.recovery, cs.recovering, e.e.stages[StageForecast].Errors)
+	if cs.recovery != first || cs.recovering || e.e.stages[result.StageForecast].Errors != 1 {
+		t.Fatalf("after a failed computation: recovery %v (want the last), recovering %v, errors %d", cs.recovery, cs.recovering, e.e.stages[result.StageForecast].Errors)
 	}
 	// one under way: the next refresh does not start another
 	cs.recovering = true
-	e.recover(context.Background(), cs, &Inputs{Name: "c", Computed: time.Unix(1_900_000_000, 0)})
-	if e.e.stages[StageForecast].Errors != 1 {
+	e.recover(context.Background(), cs, &build.Inputs{Name: "c", Database: build.Database{Computed: time.Unix(1_900_000_000, 0)}})
+	if e.e.stages[result.StageForecast].Errors != 1 {
 		t.Fatal("a computation started while one was under way")
 	}
 }
@@ -223,4 +225,41 @@ func testLoop(conf *slurmconf.Config, pub Publisher, now *time.Time, s Schedule,
 	e.now = func() time.Time { return *now }
 	e.o.clock = Clock{Now: e.now, Speed: 1}
 	return NewLoop(e, pub, s)
+}
+
+// TestStaleReportWithdrawn: a report older than StaleAfter is not
+// published, and the reported source is down at that moment.
+func TestStaleReportWithdrawn(t *testing.T) {
+	tree := fairshare.Synthetic(100, 3, 1)
+	now := time.Unix(2e9, 0)
+	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: 5 * time.Minute}
+	col := collector.New()
+	tracker := NewTracker(TrackerConfig{Read: func(context.Context) (*shares.Table, error) { return nil, errors.New("not called") }})
+	e := testLoop(conf, col, &now, Schedule{StaleAfter: 15 * time.Minute}, WithTracker(tracker))
+	e.served["c"] = &served{last: inputs(tree, fairshare.AlgorithmFairTree)}
+	e.sources = map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}}
+	at := now.Add(-10 * time.Minute)
+	e.report = &Reading{Out: shares.Of(tree, tree.FairTree()), At: at}
+	e.served["c"].reportDB, e.served["c"].reportFor = tree, at
+	e.publish()
+	cl := col.Current().Clusters[0]
+	if len(cl.Drift) == 0 || math.IsNaN(cl.Assocs[1].ReportedUsage) || !col.Current().Sources["reported"].Up {
+		t.Fatalf("a 10-minute-old report is not served: drift %v, up %v", cl.Drift, col.Current().Sources["reported"].Up)
+	}
+	now = now.Add(6 * time.Minute)
+	e.publish()
+	cl = col.Current().Clusters[0]
+	if len(cl.Drift) != 0 || !math.IsNaN(cl.Assocs[1].ReportedUsage) {
+		t.Errorf("a 16-minute-old report is still served")
+	}
+	if col.Current().Sources["reported"].Up {
+		t.Errorf("reported source up with its report withdrawn")
+	}
+}
+
+// inputs are a refresh's inputs of t, computed at 1e9, as the loop keeps
+// them.
+func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *build.Inputs {
+	return &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: alg, Dampening: 1},
+		Database: build.Database{Tree: t, Computed: time.Unix(1e9, 0)}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
 }

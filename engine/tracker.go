@@ -206,16 +206,6 @@ func (r *Reading) PassRaw(period time.Duration) map[result.AssocKey]float64 {
 	return p.Raw
 }
 
-// After reports whether r shows slurmctld's usage after pass, a pass
-// known to within u that may have fallen during r (Inputs.NearPass): r
-// closed a bracket (a pass seen since the read before it), and that read
-// began after the pass a period earlier could have fallen, so the pass
-// seen is this one. sshare's values are one snapshot, on one side of it.
-func (r *Reading) After(pass time.Time, period, u time.Duration) bool {
-	// Follow: PassGap is then from the read before's start to r's end
-	return r.Pass && r.End.Add(-r.PassGap).After(pass.Add(u-period))
-}
-
 // Follow makes r the read after prev (nil: r is the first), setting the
 // references r is judged with. Reads are followed in time order.
 func (r *Reading) Follow(prev *Reading) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -76,7 +77,8 @@ func TestReferences(t *testing.T) {
 // one, or none was seen, and serve judges it against the whole period.
 func TestReadAfterPass(t *testing.T) {
 	pass := time.Unix(1_800_000_060, 0)
-	const period, u = time.Minute, 2 * time.Second
+	in := &build.Inputs{Database: build.Database{Passes: fairshare.Passes{Period: 60, Phase: float64(pass.Unix())},
+		Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}}}
 	cases := []struct {
 		name       string
 		prev, read time.Duration // starts, from the pass
@@ -97,8 +99,8 @@ func TestReadAfterPass(t *testing.T) {
 		prev, r := at(c.prev), at(c.read)
 		r.Pass = c.seen
 		r.Follow(prev)
-		if got := r.After(pass, period, u); got != c.after {
-			t.Errorf("%s: After %v, want %v", c.name, got, c.after)
+		if _, got := in.ShownAfter([2]time.Time{r.Start, r.End}, r.Pass, r.PassGap); got != c.after {
+			t.Errorf("%s: after %v, want %v", c.name, got, c.after)
 		}
 	}
 }

@@ -363,6 +363,18 @@ type Source struct {
 	LastSuccess time.Time
 }
 
+// Stages of a refresh, as the stage label of the exporter's metrics.
+const (
+	StageConfig   = "config"   // reading slurm.conf
+	StageConnect  = "connect"  // opening the database
+	StageDB       = "db"       // reading associations and rebuilding usage
+	StageExtras   = "extras"   // pending jobs and Maui windows
+	StageReported = "reported" // sshare or slurmrestd
+	StageBuild    = "build"    // algorithms and drift
+	StagePublish  = "publish"  // rendering the exposition
+	StageForecast = "forecast" // the recovery metric's inputs and forecast
+)
+
 // Stage is one step of a refresh.
 type Stage struct {
 	Duration time.Duration // of the last run

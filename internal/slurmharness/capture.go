@@ -55,7 +55,7 @@ type Moment struct {
 	Dumped float64 `json:"dumped,omitempty"`
 }
 
-// dumpAfter is how long after the read the dump waits: engine.RecordDelay,
+// dumpAfter is how long after the read the dump waits: build.RecordDelay,
 // after which the database holds every job end slurmctld had charged by
 // the read (make end-records).
 const dumpAfter = 3 * time.Second

@@ -1,4 +1,4 @@
-package engine
+package build
 
 import (
 	"testing"
@@ -15,8 +15,7 @@ import (
 // shows either side: the whole period.
 func TestShownAfter(t *testing.T) {
 	pass := time.Unix(1_800_000_000, 0)
-	in := &Inputs{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())},
-		Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass}
+	in := &Inputs{Database: Database{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())}, Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass}}
 	start, end := pass.Add(-100*time.Millisecond), pass.Add(100*time.Millisecond)
 	for _, tc := range []struct {
 		name       string
@@ -29,8 +28,7 @@ func TestShownAfter(t *testing.T) {
 		{"saw no pass", false, -20 * time.Second, false, 60},
 		{"bracket from before the pass before", true, -61 * time.Second, false, 60},
 	} {
-		r := &Reading{Start: start, End: end, Pass: tc.sawPass, PassGap: end.Sub(pass.Add(tc.prevStart))}
-		n, after := in.ShownAfter(r)
+		n, after := in.ShownAfter([2]time.Time{start, end}, tc.sawPass, end.Sub(pass.Add(tc.prevStart)))
 		if after != tc.after {
 			t.Errorf("%s: after %v, want %v", tc.name, after, tc.after)
 			continue

@@ -1,4 +1,4 @@
-package engine
+package build
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // taken as evidence at the next Build: the memo keeps no stale cause.
 func TestBuildNamesDrift(t *testing.T) {
 	in := demoInputs(time.Unix(1700000000, 0), 200)
-	in.Report.Memo = &ReportMemo{}
+	in.Reported.Memo = &ReportMemo{}
 	in.Losses = &result.Losses{Counts: map[string]int{}}
 	cl, err := Build(in)
 	if err != nil {
@@ -31,7 +31,7 @@ func TestBuildNamesDrift(t *testing.T) {
 	if cl.Named[0].AssocKey != lost.AssocKey || cl.Named[0].Cause != "reset" {
 		t.Errorf("after the loss was seen: %+v, want %v reset", cl.Named[0], lost.AssocKey)
 	}
-	in.Named, in.Report.Memo = 0, &ReportMemo{}
+	in.Named, in.Reported.Memo = 0, &ReportMemo{}
 	if cl, err = Build(in); err != nil {
 		t.Fatal(err)
 	}

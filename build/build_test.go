@@ -1,18 +1,14 @@
-package engine
+package build
 
 import (
-	"context"
-	"errors"
 	"math"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
@@ -35,7 +31,7 @@ func drifts(cl result.Cluster) map[string]result.Drift {
 }
 
 func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *Inputs {
-	return &Inputs{Name: "c", Settings: Settings{Algorithm: alg, Dampening: 1}, Tree: t, Computed: time.Unix(1e9, 0), Tolerance: drift.DefaultTolerance}
+	return &Inputs{Name: "c", Settings: Settings{Algorithm: alg, Dampening: 1}, Database: Database{Tree: t, Computed: time.Unix(1e9, 0)}, Options: Options{Tolerance: drift.DefaultTolerance}}
 }
 
 // TestNoDrift: a report that is the database's own tree at print
@@ -52,7 +48,7 @@ func TestNoDrift(t *testing.T) {
 			out = withoutLevelFS(out)
 		}
 		in := inputs(tree, alg)
-		in.Report = &Report{Out: out, At: in.Computed}
+		in.Reported = &Reported{Out: out, At: in.Computed}
 		cl, err := Build(in)
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +69,7 @@ func TestNoDrift(t *testing.T) {
 
 // TestDemo: the demo's lost usage is usage drift, not formula drift.
 func TestDemo(t *testing.T) {
-	s := Demo(time.Now(), DemoAssociations)
+	s := Demo(time.Now(), 400)
 	d := drifts(s.Clusters[0])
 	if d["usage/raw_usage"].Beyond == 0 || d["usage/raw_usage"].Max != 1 {
 		t.Errorf("lost usage not seen: %+v", d["usage/raw_usage"])
@@ -102,7 +98,7 @@ func TestFlagsChangedWithoutRestart(t *testing.T) {
 		wrong[i].LevelFS = math.NaN()
 	}
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Report = &Report{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
+	in.Reported = &Reported{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
 	cl, err := Build(in)
 	if err != nil {
 		t.Fatal(err)
@@ -145,48 +141,18 @@ func TestClassicLag(t *testing.T) {
 	}
 	out := withoutLevelFS(shares.Of(tree, tree.ClassicLagged(prevRaw, 1)))
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Report = &Report{Out: out, At: in.Computed}
+	in.Reported = &Reported{Out: out, At: in.Computed}
 	cl, _ := Build(in)
 	if drifts(cl)["formula/effective_usage"].Beyond == 0 {
 		t.Fatal("lagged report shows no drift without the previous usage: the test does not test")
 	}
 	prev := shares.Of(prevTree, prevTree.Classic(fairshare.ClassicOptions{Dampening: 1}))
-	in.Report.PrevRaw = drift.RawByKey(prev)
+	in.Reported.PrevRaw = drift.RawByKey(prev)
 	cl, _ = Build(in)
 	for k, d := range drifts(cl) {
 		if d.Kind == result.DriftFormula && d.Beyond != 0 {
 			t.Errorf("%s beyond tolerance with the lag allowed: %+v", k, d)
 		}
-	}
-}
-
-// TestStaleReportWithdrawn: a report older than StaleAfter is not
-// published, and the reported source is down at that moment.
-func TestStaleReportWithdrawn(t *testing.T) {
-	tree := fairshare.Synthetic(100, 3, 1)
-	now := time.Unix(2e9, 0)
-	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: 5 * time.Minute}
-	col := collector.New()
-	tracker := NewTracker(TrackerConfig{Read: func(context.Context) (*shares.Table, error) { return nil, errors.New("not called") }})
-	e := testLoop(conf, col, &now, Schedule{StaleAfter: 15 * time.Minute}, WithTracker(tracker))
-	e.served["c"] = &served{last: inputs(tree, fairshare.AlgorithmFairTree)}
-	e.sources = map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}}
-	at := now.Add(-10 * time.Minute)
-	e.report = &Reading{Out: shares.Of(tree, tree.FairTree()), At: at}
-	e.served["c"].reportDB, e.served["c"].reportFor = tree, at
-	e.publish()
-	cl := col.Current().Clusters[0]
-	if len(cl.Drift) == 0 || math.IsNaN(cl.Assocs[1].ReportedUsage) || !col.Current().Sources["reported"].Up {
-		t.Fatalf("a 10-minute-old report is not served: drift %v, up %v", cl.Drift, col.Current().Sources["reported"].Up)
-	}
-	now = now.Add(6 * time.Minute)
-	e.publish()
-	cl = col.Current().Clusters[0]
-	if len(cl.Drift) != 0 || !math.IsNaN(cl.Assocs[1].ReportedUsage) {
-		t.Errorf("a 16-minute-old report is still served")
-	}
-	if col.Current().Sources["reported"].Up {
-		t.Errorf("reported source up with its report withdrawn")
 	}
 }
 
@@ -209,7 +175,7 @@ func TestNotYetComputed(t *testing.T) {
 			}
 		}
 		in := inputs(tree, fairshare.AlgorithmFairTree)
-		in.Report = &Report{Out: out, At: in.Computed}
+		in.Reported = &Reported{Out: out, At: in.Computed}
 		cl, err := Build(in)
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +198,7 @@ func TestReportMemo(t *testing.T) {
 	reported := fairshare.Synthetic(300, 4, 4) // other usage: usage drift
 	in := inputs(tree, fairshare.AlgorithmFairTree)
 	memo := &ReportMemo{}
-	in.Report = &Report{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
+	in.Reported = &Reported{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
 	first, err := Build(in)
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +227,7 @@ func TestReportMemo(t *testing.T) {
 // report loop schedules it, against the uncertainty alone.
 func TestPassErrorStraddle(t *testing.T) {
 	pass := time.Unix(1_800_000_000, 0)
-	in := &Inputs{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())},
-		Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}
+	in := &Inputs{Database: Database{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())}, Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}}
 	for _, tc := range []struct {
 		name       string
 		start, end time.Duration // from the pass

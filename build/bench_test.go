@@ -1,4 +1,4 @@
-package engine
+package build
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func BenchmarkBuild(b *testing.B) {
 	in.Pending, in.MauiUsage, in.Priorities.Jobs = nil, nil, nil
 	// as in serve: the report is compared with the tree rebuilt at its
 	// moment, which later refreshes do not change
-	in.Report.Memo, in.Report.DB = &ReportMemo{}, in.Tree
+	in.Reported.Memo, in.Reported.DB = &ReportMemo{}, in.Tree
 	assocs := associations(in.Tree)
 	for _, bc := range []struct {
 		name  string
@@ -59,10 +59,10 @@ func BenchmarkBuild(b *testing.B) {
 func BenchmarkCompare100k(b *testing.B) {
 	in := demoInputs(time.Unix(1700000000, 0), 100000)
 	in.Pending, in.MauiUsage, in.Priorities.Jobs = nil, nil, nil
-	in.Report.DB = in.Tree
+	in.Reported.DB = in.Tree
 	b.ReportAllocs()
 	for b.Loop() {
-		in.Report.Memo = &ReportMemo{}
+		in.Reported.Memo = &ReportMemo{}
 		if _, err := memoCompare(in); err != nil {
 			b.Fatal(err)
 		}

@@ -1,16 +1,18 @@
-package engine
+package build
 
 import (
 	"testing"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // TestDemoStages: the demo publishes every stage of a refresh, each timed
 // and without errors, as a healthy exporter's first refreshes do, so
 // that the health dashboard's stage panels have something to show.
 func TestDemoStages(t *testing.T) {
-	s := Demo(time.Now(), DemoAssociations)
-	for _, name := range []string{StageConfig, StageConnect, StageDB, StageExtras, StageReported, StageBuild, StagePublish} {
+	s := Demo(time.Now(), 400)
+	for _, name := range []string{result.StageConfig, result.StageConnect, result.StageDB, result.StageExtras, result.StageReported, result.StageBuild, result.StagePublish} {
 		st, ok := s.Stages[name]
 		switch {
 		case !ok:

@@ -1,4 +1,4 @@
-package engine
+package build
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func associations(t *fairshare.Tree) []fairshare.Association {
 // the associations when none did.
 func TestBuildMemo(t *testing.T) {
 	base := demoInputs(time.Unix(1700000000, 0), 400)
-	base.Report.Memo, base.Report.DB = &ReportMemo{}, base.Tree
+	base.Reported.Memo, base.Reported.DB = &ReportMemo{}, base.Tree
 	// a new tree equal to in's but for change, as a refresh reads it
 	retree := func(in *Inputs, change func([]fairshare.Association)) {
 		as := associations(in.Tree)
@@ -61,12 +61,12 @@ func TestBuildMemo(t *testing.T) {
 		{"pending", func(in *Inputs) { in.Pending = slices.Clone(in.Pending); in.Pending[user] = !in.Pending[user] }},
 		{"maui", func(in *Inputs) { in.Maui.Decay = 0.5 }},
 		{"report", func(in *Inputs) {
-			r := *in.Report
+			r := *in.Reported
 			r.Memo = &ReportMemo{}
 			r.Out = shares.Of(in.Tree, in.Tree.FairTree())
-			in.Report = &r
+			in.Reported = &r
 		}},
-		{"no report", func(in *Inputs) { in.Report = nil }},
+		{"no report", func(in *Inputs) { in.Reported = nil }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

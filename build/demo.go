@@ -1,4 +1,4 @@
-package engine
+package build
 
 import (
 	"math"
@@ -11,10 +11,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
-
-// DemoAssociations is the default size of the demo cluster (serve --demo,
-// explain --demo: sim/).
-const DemoAssociations = 400
 
 // Demo is one fixed snapshot of a synthetic Fair Tree cluster, "demo", for
 // the collector's and the rules' tests and benchmarks (serve --demo runs
@@ -39,12 +35,12 @@ func Demo(now time.Time, n int) *result.Snapshot {
 	in := demoSource(now, n, stage)
 	var cl result.Cluster
 	var err error
-	stage(StageBuild, func() { cl, err = Build(in) })
+	stage(result.StageBuild, func() { cl, err = Build(in) })
 	if err != nil {
 		panic(err)
 	}
 	var snap *result.Snapshot
-	stage(StagePublish, func() {
+	stage(result.StagePublish, func() {
 		snap = &result.Snapshot{
 			Clusters:  []result.Cluster{cl},
 			Sources:   map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
@@ -65,11 +61,13 @@ func demoInputs(now time.Time, n int) *Inputs {
 // reads a real cluster's: stage runs each under its name.
 func demoSource(now time.Time, n int, stage func(name string, run func())) *Inputs {
 	pass := now.Truncate(5 * time.Minute)
-	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, Named: 10, LastRollup: now.Truncate(time.Hour), Computed: now,
-		// as read from slurmctld's state file
-		Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
-		Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}}
-	stage(StageConfig, func() {
+	in := &Inputs{Name: "demo",
+		Database: Database{TieOrderKnown: true, LastRollup: now.Truncate(time.Hour), Computed: now,
+			// as read from slurmctld's state file
+			Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
+			Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}},
+		Options: Options{Tolerance: drift.DefaultTolerance, Named: 10}}
+	stage(result.StageConfig, func() {
 		in.Settings = Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
 			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}}
 		in.Maui = fairshare.MauiConfig{Depth: 8, Decay: 1}
@@ -81,8 +79,8 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 	// the synthetic source needs no connection: its random streams are
 	// what there is to open
 	var usage, jobs *rand.Rand
-	stage(StageConnect, func() { usage, jobs = rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 8)) })
-	stage(StageDB, func() {
+	stage(result.StageConnect, func() { usage, jobs = rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 8)) })
+	stage(result.StageDB, func() {
 		in.Tree = fairshare.Synthetic(n, 4, 7)
 		n = in.Tree.Len()
 		in.TRES = map[string][]float64{"cpu": make([]float64, n), "mem": make([]float64, n)}
@@ -92,8 +90,8 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 			in.TRES["mem"][i] = a.RawUsage * 4096 * usage.Float64()
 		}
 	})
-	stage(StageExtras, func() { demoPending(in, now, jobs) })
-	stage(StageReported, func() {
+	stage(result.StageExtras, func() { demoPending(in, now, jobs) })
+	stage(result.StageReported, func() {
 		// slurmctld's view: one user's usage lost
 		assocs := make([]fairshare.Association, n)
 		lost := false
@@ -110,7 +108,7 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 		if err != nil {
 			panic(err)
 		}
-		in.Report = &Report{Out: shares.Of(reported, reported.FairTree()), At: now}
+		in.Reported = &Reported{Out: shares.Of(reported, reported.FairTree()), At: now}
 	})
 	return in
 }

@@ -1,4 +1,4 @@
-package engine
+package build
 
 import (
 	"time"
@@ -81,14 +81,18 @@ func (in *Inputs) NearPass(read *[2]time.Time) (n Near, ok bool) {
 	return Near{Pass: time.Unix(0, int64(p*1e9)), Clear: in.passClear()}, p >= start-w
 }
 
-// ShownAfter is serve's policy for a report r read near a pass: r closed
-// a bracket of that pass (Reading.After), so it shows the side after it,
-// and is judged against the database just after it (Near.After) to the
-// phase's uncertainty, not against the whole period either side would
-// allow (ok false: not near a pass, or not known to be after it).
-func (in *Inputs) ShownAfter(r *Reading) (n Near, ok bool) {
-	n, near := in.NearPass(&[2]time.Time{r.Start, r.End})
-	return n, near && r.After(n.Pass, time.Duration(in.Passes.Period*float64(time.Second)), in.Phase.Uncertainty)
+// ShownAfter is serve's policy for a report read from read[0] to
+// read[1] near a pass: when a pass fell since the read before (sawPass),
+// which began passGap before read[1] and after the pass a period earlier
+// could have fallen, the pass seen is this one, and the report shows the
+// side after it. It is then judged against the database just after the
+// pass (Near.After) to the phase's uncertainty, not against the whole
+// period either side would allow (ok false: not near a pass, or not
+// known to be after it).
+func (in *Inputs) ShownAfter(read [2]time.Time, sawPass bool, passGap time.Duration) (n Near, ok bool) {
+	n, near := in.NearPass(&read)
+	period := time.Duration(in.Passes.Period * float64(time.Second))
+	return n, near && sawPass && read[1].Add(-passGap).After(n.Pass.Add(in.Phase.Uncertainty-period))
 }
 
 // AtReport is how the database (in) is judged against a report read over
