@@ -57,6 +57,7 @@ type options struct {
 	tracker      *Tracker
 	source       Source
 	clock        Clock
+	wall         func() time.Time
 }
 
 // Option configures an Engine.
@@ -127,6 +128,9 @@ func New(conf *slurmconf.Config, dsn string, opts ...Option) *Engine {
 		opt(&e.o)
 	}
 	e.o.clock = e.o.clock.orWall()
+	if e.o.wall != nil {
+		e.now = e.o.wall
+	}
 	if e.o.tracker != nil {
 		e.o.tracker.clock = e.o.clock // its reads' moments are the engine's
 	}
@@ -189,7 +193,7 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*build
 	}
 	t0 := e.now()
 	in, rd, err := e.read(ctx, name, &cs.ref, at)
-	e.stage(result.StageDB, e.now().Sub(t0), err)
+	e.RecordStage(result.StageDB, e.now().Sub(t0), err)
 	if err != nil {
 		var conn interface{ Timeout() bool }
 		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &conn) {
@@ -202,16 +206,16 @@ func (e *Engine) Refresh(ctx context.Context, name string, at time.Time) (*build
 	t1 := e.now()
 	cs.cluster = rd.cluster
 	err = e.extras(ctx, cs, in, rd)
-	e.stage(result.StageExtras, e.now().Sub(t1), err)
+	e.RecordStage(result.StageExtras, e.now().Sub(t1), err)
 	if err != nil && ctx.Err() == nil {
 		e.o.log.Warn().Err(err).Str("slurm_cluster", name).Msg("pending jobs or Maui windows")
 	}
 	return in, nil
 }
 
-// refreshAtReport rebuilds the local cluster's tree at a report's moment,
+// RefreshAtReport rebuilds the local cluster's tree at a report's moment,
 // from the last refresh's state: usage moves at every decay pass.
-func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*build.Inputs, error) {
+func (e *Engine) RefreshAtReport(ctx context.Context, at time.Time) (*build.Inputs, error) {
 	cs := e.clusters[e.conf.ClusterName]
 	if cs == nil || e.src == nil {
 		return nil, nil
@@ -222,7 +226,7 @@ func (e *Engine) refreshAtReport(ctx context.Context, at time.Time) (*build.Inpu
 	if in != nil {
 		in.ReadAt = readAt
 	}
-	e.stage(result.StageDB, e.now().Sub(t0), err)
+	e.RecordStage(result.StageDB, e.now().Sub(t0), err)
 	return in, err
 }
 
@@ -239,12 +243,14 @@ func (e *Engine) WaitRecorded(ctx context.Context, end time.Time) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(e.o.clock.until(end.Add(build.RecordDelay))):
+	case <-time.After(e.o.clock.Until(end.Add(build.RecordDelay))):
 		return true
 	}
 }
 
-func (e *Engine) stage(name string, took time.Duration, err error) {
+// RecordStage records a run of a refresh's stage (result.Stage*): how long
+// it took, and a failure when err is not nil.
+func (e *Engine) RecordStage(name string, took time.Duration, err error) {
 	st := e.stages[name]
 	st.Duration = took
 	if err != nil {
@@ -262,7 +268,7 @@ func (e *Engine) ReloadConf() (changed bool) {
 	}
 	t0 := e.now()
 	conf, err := e.o.loadConf()
-	e.stage(result.StageConfig, e.now().Sub(t0), err)
+	e.RecordStage(result.StageConfig, e.now().Sub(t0), err)
 	if err != nil {
 		e.o.log.Error().Err(err).Msg("slurm.conf: keeping the settings last read")
 		return false

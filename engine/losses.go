@@ -11,11 +11,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
-// lastLosses is how many of the last losses serve keeps and exports one
-// series each of (slurmdbd_fairshare_usage_loss_timestamp_seconds).
-const lastLosses = 20
-
-// usageLosses are the user associations whose RawUsage fell from read
+// UsageLosses are the user associations whose RawUsage fell from read
 // prev to read cur by more than decay and sshare's truncation explain,
 // seen without the database. slurmctld lowers an association's usage
 // only by decaying it at its passes; between prev's start and cur's end
@@ -26,7 +22,7 @@ const lastLosses = 20
 // users are counted: an account falls with its users. With resets
 // (PriorityUsageResetPeriod), one that zeroes root too between two reads
 // of one boot is the reset, not a loss.
-func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets bool) []result.UsageLoss {
+func UsageLosses(prev, cur *Reading, d float64, period time.Duration, resets bool) []result.UsageLoss {
 	if prev == nil || cur == nil || prev.Raw == nil || cur.Raw == nil {
 		return nil
 	}
@@ -62,17 +58,4 @@ func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets boo
 
 func compareKeys(a, b result.AssocKey) int {
 	return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.User, b.User), strings.Compare(a.Partition, b.Partition))
-}
-
-// addLosses counts ls into l and keeps the last lastLosses of them, the
-// latest one of each association and kind (one series each).
-func addLosses(l *result.Losses, ls []result.UsageLoss) {
-	for _, x := range ls {
-		l.Counts[x.Kind]++
-		l.Last = slices.DeleteFunc(l.Last, func(y result.UsageLoss) bool { return y.AssocKey == x.AssocKey && y.Kind == x.Kind })
-		l.Last = append(l.Last, x)
-	}
-	if n := len(l.Last); n > lastLosses {
-		l.Last = slices.Clone(l.Last[n-lastLosses:])
-	}
 }

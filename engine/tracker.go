@@ -278,7 +278,7 @@ func (t *Tracker) restarted() bool {
 // lost: r shows usage lost since the last read, which a restart from an
 // older checkpoint does.
 func (t *Tracker) lost(r *Reading) bool {
-	return t.prev != nil && t.decay > 0 && len(usageLosses(t.prev, r, t.decay, t.period, false)) > 0
+	return t.prev != nil && t.decay > 0 && len(UsageLosses(t.prev, r, t.decay, t.period, false)) > 0
 }
 
 // observe records a good read, slurmctld having booted at r.Boot (zero:
@@ -401,7 +401,7 @@ func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Read
 		} else {
 			// a few minutes: a periodic usage reset is unlikely, and
 			// would be one
-			losses = append(losses, usageLosses(prev, r, t.decay, t.period, false)...)
+			losses = append(losses, UsageLosses(prev, r, t.decay, t.period, false)...)
 			r.Losses = append([]result.UsageLoss{}, losses...)
 		}
 		starts = append(starts, r.Start)
@@ -423,7 +423,7 @@ func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Read
 			break
 		}
 		select {
-		case <-time.After(t.clock.until(next)):
+		case <-time.After(t.clock.Until(next)):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -122,7 +122,7 @@ func TestPassMemory(t *testing.T) {
 	conf := TrackerConfig{Period: time.Minute, Confirm: 1}
 	m := PassMemory{Boot: boot, Pass: pass, Uncertainty: 500 * time.Millisecond, Period: time.Minute}
 	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(t.TempDir()))
-	e.keepPasses(m)
+	e.KeepPasses(m)
 	for _, c := range []struct {
 		name    string
 		boot    time.Time
@@ -174,7 +174,7 @@ func TestPassFileSealed(t *testing.T) {
 	dir := t.TempDir()
 	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(dir), WithLogger(zerolog.New(&logs)))
 	m := PassMemory{Boot: time.Unix(1_800_000_000, 0), Pass: time.Unix(1_800_000_017, 0), Uncertainty: time.Second, Period: time.Minute}
-	e.keepPasses(m)
+	e.KeepPasses(m)
 	path := filepath.Join(dir, "c.passes")
 	good, err := os.ReadFile(path)
 	if err != nil {
@@ -231,7 +231,7 @@ func TestTrackerReadBudget(t *testing.T) {
 		if _, u, ok := tr.pass(true, r.End); ok && pinned.IsZero() && u < 2*time.Second {
 			pinned = r.End
 		}
-		time.Sleep(tr.clock.until(tr.Next(r)))
+		time.Sleep(tr.clock.Until(tr.Next(r)))
 	}
 	if pinned.IsZero() || pinned.Sub(start) > 2*period {
 		t.Fatalf("phase pinned at %v, want within two periods of the start", pinned.Sub(start))
