@@ -61,12 +61,14 @@ func (c *explainCmd) Run(env *runEnv) error {
 	var out *shares.Table
 	if c.Demo {
 		// serve --demo's cluster, as it stands at at
-		sc, err := sim.New(sim.Config{Associations: c.DemoAssociations, Speed: 1, History: sim.History, Seed: 1, Start: at})
+		cfg := c.Sim()
+		cfg.Start = at
+		sc, err := sim.New(cfg)
 		if err != nil {
 			return err
 		}
 		conf, name = sc.Conf(), sim.Name
-		opts = append(opts, engine.WithSource(cli.SimSource(sc)), engine.WithClock(engine.Clock{Now: sc.Now, Speed: 1}), engine.WithBootTime(sc.Boot))
+		opts = append(opts, engine.WithSim(sc, 1), engine.WithBootTime(sc.Boot))
 		if !whatIfMode {
 			if out, err = sc.Report(ctx); err != nil {
 				return err

@@ -115,11 +115,12 @@ var layers = map[string]int{
 	// one source each: the database, what Slurm reports, the comparison,
 	// the decay passes the reports show
 	"slurmdbd": 2, "sshare": 2, "drift": 2, "passes": 2,
-	// the pure step from what was read to what is published
-	"build": 3,
+	// the pure step from what was read to what is published, and the
+	// simulated cluster serve --demo gives the engine as a source
+	"build": 3, "sim": 3,
 	// the pipeline, the metrics it publishes to through an interface, and
-	// the simulated cluster serve --demo gives it as a source
-	"engine": 4, "collector": 4, "sim": 4,
+	// a fixed cluster built for tests
+	"engine": 4, "collector": 4, "build/buildtest": 4,
 	// the commands' own: their answers, serve's schedule, and the flag
 	// groups they share
 	"explain": 5, "check": 5, "serve": 5, "cli": 5,

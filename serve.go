@@ -251,17 +251,17 @@ func (s *serveCmd) schedule(interval time.Duration) serve.Schedule {
 // slurmdbd tables are the engine's source, its slurmctld the reported
 // side, its clock the moments computed.
 func (s *serveCmd) demo(ctx context.Context, env *runEnv, col *collector.Collector) error {
-	c, err := sim.New(sim.Config{Associations: s.DemoAssociations, Speed: s.DemoSpeed, FaultInterval: s.DemoFaultInterval,
-		FaultDuration: s.DemoFaultDuration, History: sim.History, Seed: 1, Log: env.log})
+	sc := s.Sim()
+	sc.Speed, sc.FaultInterval, sc.FaultDuration, sc.Log = s.DemoSpeed, s.DemoFaultInterval, s.DemoFaultDuration, env.log
+	c, err := sim.New(sc)
 	if err != nil {
 		return err
 	}
-	clock := engine.Clock{Now: c.Now, Speed: s.DemoSpeed}
 	tc := s.tracker(c.Conf())
 	tc.Read, tc.BootTime = c.Report, c.Boot
 	t := engine.NewTracker(tc)
 	t.SetConf(c.Conf())
-	opts := append(s.options(env.log), engine.WithSource(cli.SimSource(c)), engine.WithClock(clock), engine.WithTracker(t))
+	opts := append(s.options(env.log), engine.WithSim(c, s.DemoSpeed), engine.WithTracker(t))
 	l := serve.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
 	go l.Run(ctx)
 	env.log.Info().Float64("speed", s.DemoSpeed).Dur("fault_interval", s.DemoFaultInterval).Dur("fault_duration", s.DemoFaultDuration).

@@ -1,4 +1,4 @@
-package build
+package build_test
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -30,8 +32,8 @@ func drifts(cl result.Cluster) map[string]result.Drift {
 	return m
 }
 
-func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *Inputs {
-	return &Inputs{Name: "c", Settings: Settings{Algorithm: alg, Dampening: 1}, Database: Database{Tree: t, Computed: time.Unix(1e9, 0)}, Options: Options{Tolerance: drift.DefaultTolerance}}
+func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *build.Inputs {
+	return &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: alg, Dampening: 1}, Database: build.Database{Tree: t, Computed: time.Unix(1e9, 0)}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
 }
 
 // TestNoDrift: a report that is the database's own tree at print
@@ -48,8 +50,8 @@ func TestNoDrift(t *testing.T) {
 			out = withoutLevelFS(out)
 		}
 		in := inputs(tree, alg)
-		in.Reported = &Reported{Out: out, At: in.Computed}
-		cl, err := Build(in)
+		in.Reported = &build.Reported{Out: out, At: in.Computed}
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,20 +65,6 @@ func TestNoDrift(t *testing.T) {
 		}
 		if len(cl.Drift) == 0 {
 			t.Errorf("%s: no drift computed", alg)
-		}
-	}
-}
-
-// TestDemo: the demo's lost usage is usage drift, not formula drift.
-func TestDemo(t *testing.T) {
-	s := Demo(time.Now(), 400)
-	d := drifts(s.Clusters[0])
-	if d["usage/raw_usage"].Beyond == 0 || d["usage/raw_usage"].Max != 1 {
-		t.Errorf("lost usage not seen: %+v", d["usage/raw_usage"])
-	}
-	for _, v := range []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs", "rank"} {
-		if d["formula/"+v].Beyond != 0 {
-			t.Errorf("formula drift on %s: %+v", v, d["formula/"+v])
 		}
 	}
 }
@@ -98,8 +86,8 @@ func TestFlagsChangedWithoutRestart(t *testing.T) {
 		wrong[i].LevelFS = math.NaN()
 	}
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Reported = &Reported{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
-	cl, err := Build(in)
+	in.Reported = &build.Reported{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
+	cl, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,21 +122,21 @@ func TestClassicLag(t *testing.T) {
 			break
 		}
 	}
-	sumSubtrees(assocs)
+	buildtest.SumSubtrees(assocs)
 	tree, err := fairshare.NewTree(assocs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := withoutLevelFS(shares.Of(tree, tree.ClassicLagged(prevRaw, 1)))
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Reported = &Reported{Out: out, At: in.Computed}
-	cl, _ := Build(in)
+	in.Reported = &build.Reported{Out: out, At: in.Computed}
+	cl, _ := build.Build(in)
 	if drifts(cl)["formula/effective_usage"].Beyond == 0 {
 		t.Fatal("lagged report shows no drift without the previous usage: the test does not test")
 	}
 	prev := shares.Of(prevTree, prevTree.Classic(fairshare.ClassicOptions{Dampening: 1}))
 	in.Reported.PrevRaw = drift.RawByKey(prev)
-	cl, _ = Build(in)
+	cl, _ = build.Build(in)
 	for k, d := range drifts(cl) {
 		if d.Kind == result.DriftFormula && d.Beyond != 0 {
 			t.Errorf("%s beyond tolerance with the lag allowed: %+v", k, d)
@@ -175,8 +163,8 @@ func TestNotYetComputed(t *testing.T) {
 			}
 		}
 		in := inputs(tree, fairshare.AlgorithmFairTree)
-		in.Reported = &Reported{Out: out, At: in.Computed}
-		cl, err := Build(in)
+		in.Reported = &build.Reported{Out: out, At: in.Computed}
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,32 +179,32 @@ func TestNotYetComputed(t *testing.T) {
 	}
 }
 
-// TestReportMemo: Build compares a report once while nothing it depends on
+// TestReportMemo: build.Build compares a report once while nothing it depends on
 // changes, and again when something does (here the usage tolerance).
 func TestReportMemo(t *testing.T) {
 	tree := fairshare.Synthetic(300, 4, 3)
 	reported := fairshare.Synthetic(300, 4, 4) // other usage: usage drift
 	in := inputs(tree, fairshare.AlgorithmFairTree)
-	memo := &ReportMemo{}
-	in.Reported = &Reported{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
-	first, err := Build(in)
+	memo := &build.ReportMemo{}
+	in.Reported = &build.Reported{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
+	first, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := memo.rc
-	again, err := Build(in)
+	rc := memo.Comparison()
+	again, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if memo.rc != rc || rc == nil || !slices.Equal(first.Drift, again.Drift) {
-		t.Fatalf("second Build compared again (%p, %p) or differs: %v, %v", rc, memo.rc, first.Drift, again.Drift)
+	if memo.Comparison() != rc || rc == nil || !slices.Equal(first.Drift, again.Drift) {
+		t.Fatalf("second build.Build compared again (%p, %p) or differs: %v, %v", rc, memo.Comparison(), first.Drift, again.Drift)
 	}
 	in.Tolerance.Usage = 1e9
-	loose, err := Build(in)
+	loose, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if memo.rc == rc || slices.Equal(first.Drift, loose.Drift) {
+	if memo.Comparison() == rc || slices.Equal(first.Drift, loose.Drift) {
 		t.Errorf("a new tolerance did not compare again: %v", loose.Drift)
 	}
 }
@@ -227,7 +215,7 @@ func TestReportMemo(t *testing.T) {
 // report loop schedules it, against the uncertainty alone.
 func TestPassErrorStraddle(t *testing.T) {
 	pass := time.Unix(1_800_000_000, 0)
-	in := &Inputs{Database: Database{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())}, Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}}
+	in := &build.Inputs{Database: build.Database{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())}, Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}}
 	for _, tc := range []struct {
 		name       string
 		start, end time.Duration // from the pass
@@ -257,7 +245,7 @@ func TestPassErrorStraddle(t *testing.T) {
 	for _, tc := range []struct {
 		after time.Duration
 		want  float64
-	}{{RecordDelay, 0}, {RecordDelay - time.Second, 23}} {
+	}{{build.RecordDelay, 0}, {build.RecordDelay - time.Second, 23}} {
 		in.ReadAt = read[1].Add(tc.after)
 		if got := in.PassError(read).Unrecorded; got != tc.want {
 			t.Errorf("database read %v after the report: unrecorded %v s, want %v", tc.after, got, tc.want)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -85,7 +86,7 @@ func BenchmarkScrape10k(b *testing.B) {
 // its time and, with -benchmem, the garbage it makes, which sets the
 // exporter's peak RSS at that size.
 func BenchmarkPublish100k(b *testing.B) {
-	snap := build.Demo(time.Now(), 100000)
+	snap := buildtest.Demo(time.Now(), 100000)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := collector.New().Publish(snap); err != nil {

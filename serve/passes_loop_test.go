@@ -16,20 +16,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 )
 
-// simSource is sim's cluster as the engine's source (cli.SimSource, which
-// engine's tests cannot import).
-type simSource struct{ c *sim.Cluster }
-
-func (s simSource) Clusters(ctx context.Context) ([]string, error) { return s.c.Clusters(ctx) }
-func (s simSource) Close() error                                   { return s.c.Close() }
-func (s simSource) Cluster(ctx context.Context, name string) (engine.ClusterSource, error) {
-	c, err := s.c.Cluster(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // beyondLog keeps what each publish says of drift beyond tolerance.
 type beyondLog struct {
 	mu       sync.Mutex
@@ -87,7 +73,7 @@ func TestLoopWrongSavedPhase(t *testing.T) {
 	var logs syncBuffer
 	tr := engine.NewTracker(engine.TrackerConfig{Read: c.Report, BootTime: c.Boot, Timeout: time.Minute, Interval: period, Period: period, Confirm: 1})
 	tr.SetConf(conf)
-	e := engine.New(conf, "", engine.WithSource(simSource{c}), engine.WithClock(engine.Clock{Now: c.Now, Speed: speed}), engine.WithTracker(tr),
+	e := engine.New(conf, "", engine.WithSim(c, speed), engine.WithTracker(tr),
 		engine.WithStorage(dir), engine.WithTolerance(drift.DefaultTolerance), engine.WithLogger(zerolog.New(&logs)))
 	pub := &beyondLog{}
 	l := NewLoop(e, pub, Schedule{Interval: time.Second, StaleAfter: 3 * period})

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -238,7 +238,7 @@ func TestEveryAlertTested(t *testing.T) {
 // "value/<kind>" lists the values of one kind.
 func exportedValues(t *testing.T) map[string][]string {
 	t.Helper()
-	snap := build.Demo(time.Unix(1.8e9, 0), 50)
+	snap := buildtest.Demo(time.Unix(1.8e9, 0), 50)
 	v := map[string][]string{
 		"stage": {result.StageConfig, result.StageConnect, result.StageDB, result.StageExtras, result.StageReported, result.StageBuild, result.StagePublish},
 	}

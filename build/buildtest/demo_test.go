@@ -1,4 +1,4 @@
-package build
+package buildtest
 
 import (
 	"testing"
@@ -25,5 +25,22 @@ func TestDemoStages(t *testing.T) {
 	}
 	if len(s.Stages) != 7 {
 		t.Errorf("%d stages: %v", len(s.Stages), s.Stages)
+	}
+}
+
+// TestDemo: the demo's lost usage is usage drift, not formula drift.
+func TestDemo(t *testing.T) {
+	s := Demo(time.Now(), 400)
+	d := map[string]result.Drift{}
+	for _, x := range s.Clusters[0].Drift {
+		d[x.Kind+"/"+x.Value] = x
+	}
+	if d["usage/raw_usage"].Beyond == 0 || d["usage/raw_usage"].Max != 1 {
+		t.Errorf("lost usage not seen: %+v", d["usage/raw_usage"])
+	}
+	for _, v := range []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs", "rank"} {
+		if d["formula/"+v].Beyond != 0 {
+			t.Errorf("formula drift on %s: %+v", v, d["formula/"+v])
+		}
 	}
 }

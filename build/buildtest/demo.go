@@ -1,10 +1,14 @@
-package build
+// Package buildtest is a fixed synthetic cluster built by package
+// build, for the tests of build, collector and the alert rules: a
+// fixture, not product code.
+package buildtest
 
 import (
 	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
@@ -35,7 +39,7 @@ func Demo(now time.Time, n int) *result.Snapshot {
 	in := demoSource(now, n, stage)
 	var cl result.Cluster
 	var err error
-	stage(result.StageBuild, func() { cl, err = Build(in) })
+	stage(result.StageBuild, func() { cl, err = build.Build(in) })
 	if err != nil {
 		panic(err)
 	}
@@ -52,26 +56,26 @@ func Demo(now time.Time, n int) *result.Snapshot {
 	return snap
 }
 
-// demoInputs are the demo cluster's inputs, with a report.
-func demoInputs(now time.Time, n int) *Inputs {
+// Inputs are the demo cluster's inputs, with a report.
+func Inputs(now time.Time, n int) *build.Inputs {
 	return demoSource(now, n, func(_ string, run func()) { run() })
 }
 
 // demoSource makes the demo cluster's inputs stage by stage, as a refresh
 // reads a real cluster's: stage runs each under its name.
-func demoSource(now time.Time, n int, stage func(name string, run func())) *Inputs {
+func demoSource(now time.Time, n int, stage func(name string, run func())) *build.Inputs {
 	pass := now.Truncate(5 * time.Minute)
-	in := &Inputs{Name: "demo",
-		Database: Database{TieOrderKnown: true, LastRollup: now.Truncate(time.Hour), Computed: now,
+	in := &build.Inputs{Name: "demo",
+		Database: build.Database{TieOrderKnown: true, LastRollup: now.Truncate(time.Hour), Computed: now,
 			// as read from slurmctld's state file
 			Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
 			Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}},
-		Options: Options{Tolerance: drift.DefaultTolerance, Named: 10}}
+		Options: build.Options{Tolerance: drift.DefaultTolerance, Named: 10}}
 	stage(result.StageConfig, func() {
-		in.Settings = Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
+		in.Settings = build.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
 			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}}
 		in.Maui = fairshare.MauiConfig{Depth: 8, Decay: 1}
-		in.Priorities = &Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
+		in.Priorities = &build.Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
 			Cluster: priority.Cluster{CPUs: 4096, Nodes: 64, MaxPartition: 10, MaxQOS: 100}}
 		pc := &in.Priorities.Config
 		pc.Weights = priority.Factors{priority.Age: 1000, priority.FairShare: 100000, priority.JobSize: 1000, priority.Partition: 5000, priority.QOS: 10000, priority.TRES: 2000}
@@ -103,19 +107,19 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 			}
 			assocs[i] = a
 		}
-		sumSubtrees(assocs)
+		SumSubtrees(assocs)
 		reported, err := fairshare.NewTree(assocs)
 		if err != nil {
 			panic(err)
 		}
-		in.Reported = &Reported{Out: shares.Of(reported, reported.FairTree()), At: now}
+		in.Reported = &build.Reported{Out: shares.Of(reported, reported.FairTree()), At: now}
 	})
 	return in
 }
 
 // demoPending gives a quarter of the demo's users pending jobs, and every
 // association its share of the Maui windows.
-func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
+func demoPending(in *build.Inputs, now time.Time, r *rand.Rand) {
 	t := in.Tree
 	n := t.Len()
 	in.Pending = make([]bool, n)
@@ -135,7 +139,7 @@ func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
 			}
 			cpus := float64(int(1) << r.IntN(10))
 			submit := now.Unix() - r.Int64N(3*86400)
-			in.Priorities.Jobs = append(in.Priorities.Jobs, PendingJob{ID: uint32(1000 + len(in.Priorities.Jobs)), Assoc: i, Account: a.Account, User: a.User,
+			in.Priorities.Jobs = append(in.Priorities.Jobs, build.PendingJob{ID: uint32(1000 + len(in.Priorities.Jobs)), Assoc: i, Account: a.Account, User: a.User,
 				Partition: part, QOS: qos, Job: priority.Job{Submit: submit, Eligible: submit, CPUs: cpus, Nodes: math.Ceil(cpus / 64),
 					TRES: map[string]float64{"cpu": cpus}, PartitionTRES: map[string]float64{"cpu": 4096},
 					PartitionFactor: map[string]float64{"batch": 10, "long": 2}[part], QOSPriority: map[string]float64{"normal": 10, "high": 100}[qos]}})
@@ -143,9 +147,9 @@ func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
 	}
 }
 
-// sumSubtrees sets each account's RawUsage to the sum of its users', as
+// SumSubtrees sets each account's RawUsage to the sum of its users', as
 // slurmctld holds it; parents must come before their children.
-func sumSubtrees(assocs []fairshare.Association) {
+func SumSubtrees(assocs []fairshare.Association) {
 	for i := range assocs {
 		if !assocs[i].IsUser() {
 			assocs[i].RawUsage = 0
