@@ -9,7 +9,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
-// TestTailsByBoot (issue 30): the tails of jobs that ended since
+// TestTailsByBoot: the tails of jobs that ended since
 // slurmctld's boot are judged at the phase's uncertainty and passJitter,
 // those before it (BootTails) at a whole period; without the boot or the
 // phase, every tail at a whole period.

@@ -241,7 +241,7 @@ func TestNotYetComputedNote(t *testing.T) {
 	}
 }
 
-// TestAddedSinceThePass (issue 30): right after associations are added
+// TestAddedSinceThePass: right after associations are added
 // (sacctmgr add user), slurmctld prints its siblings' NormShares anew but
 // the other values of its last pass, computed on the tree before them;
 // the formula drift that makes is measured, not judged, until its next

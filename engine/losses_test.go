@@ -10,7 +10,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
-// TestUsageLosses (issue 30): between two reads slurmctld's RawUsage only
+// TestUsageLosses: between two reads slurmctld's RawUsage only
 // decays and rises; a user's fall beyond decay over the reads' span and a
 // pass, and sshare's truncation, is a loss, counted by kind; an account
 // falling with its user, a usage reset zeroing root, and plain decay are

@@ -15,7 +15,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-// TestStateFileOfItsBoot (issue 30): priority_last_decay_ran gives the
+// TestStateFileOfItsBoot: priority_last_decay_ran gives the
 // phase at a moment only if the boot of slurmctld that wrote it was
 // running then; a past --at, or a file another boot wrote, leaves the
 // phase unknown and says why, instead of taking today's phase (seen: a

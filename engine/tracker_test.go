@@ -201,7 +201,7 @@ func TestPassFileSealed(t *testing.T) {
 	}
 }
 
-// TestTrackerReadBudget (issue 33): serve's reads of a simulated
+// TestTrackerReadBudget: serve's reads of a simulated
 // slurmctld (sim, its passes at its boot's schedule) under the engine's
 // clock. Knowing the boot, the tracker pins the phase at the first pass,
 // then reads once a period, and asks the boot once.
@@ -252,7 +252,7 @@ func TestTrackerReadBudget(t *testing.T) {
 	t.Logf("pinned after %v; %d reads in %.1f periods after", pinned.Sub(start), steady, periods)
 }
 
-// TestTrackerAsksBoot (issue 33): slurmctld's boot is asked at the first
+// TestTrackerAsksBoot: slurmctld's boot is asked at the first
 // read and when its process changes (a restart that keeps every value),
 // not at every read; without a way to see the process, at every read.
 func TestTrackerAsksBoot(t *testing.T) {

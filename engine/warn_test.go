@@ -32,8 +32,8 @@ func TestWarnChanged(t *testing.T) {
 	if n1, n2 := strings.Count(logs.String(), "bad row 1"), strings.Count(logs.String(), "bad row 2"); n1 != 2 || n2 != 1 {
 		t.Errorf("bad row 1 logged %d times (want 2: it went away and came back), bad row 2 %d times (want 1):\n%s", n1, n2, logs.String())
 	}
-	// a problem whose message carries a decaying value is one problem
-	// (issue 33: 20 warnings a refresh, one per association and value)
+	// a problem whose message carries a decaying value is one problem,
+	// warned once, not at every refresh as the value moves
 	logs.Reset()
 	for _, v := range []float64{-120, -118.5, -117} {
 		e.warnChanged("c", []problem{problemOf(&usage.Problem{Identity: "negative usage of bob", Err: fmt.Errorf("usage of bob is %g", v)})})

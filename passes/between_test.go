@@ -9,14 +9,12 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
-// capture parses a real sshare capture of ../testdata.
+// capture is a real sshare capture of ../testdata.
 func capture(t *testing.T, name string) *shares.Table {
-	t.Helper()
 	out, err := sshare.ParseFile(filepath.Join("..", "testdata", name))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
-	out.FillMissingFactor(1)
 	return out
 }
 
