@@ -17,7 +17,7 @@ type checkCmd struct {
 	Algorithm  string   `default:"auto" enum:"auto,classic,fair_tree,depth_oblivious" help:"Algorithm to recompute with: auto (replay: from the header, a LevelFS column means Fair Tree; database: from slurm.conf's PriorityFlags), classic, fair_tree or depth_oblivious."`
 	Dampening  float64  `name:"dampening-factor" default:"1" help:"FairShareDampeningFactor of the classic algorithm (replay mode; database mode reads slurm.conf)."`
 	cli.OutputFlag
-	// serve takes it from slurm.conf (engine.Loop.freshReport)
+	// serve takes it from slurm.conf (serve.Loop.freshReport)
 	CalcPeriod time.Duration `name:"priority-calc-period" default:"5m" help:"Replay of a series: slurm.conf's PriorityCalcPeriod. An earlier snapshot is a later one's lag reference only if taken at most 3 periods before it, when '## <unix seconds>' lines give both times; 0: whatever the times."`
 
 	// database mode, which a DSN turns on

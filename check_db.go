@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/check"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -66,9 +67,8 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	d.Window = window
 	e := engine.New(conf, set.DSN, opts...)
 	defer e.Close()
-	if r != nil && conf.EnforceLimits() {
-		// read once the ends slurmctld charged by the report are recorded
-		time.Sleep(time.Until(r.End.Add(engine.RecordDelay)))
+	if r != nil {
+		e.WaitRecorded(ctx, r.End)
 	}
 	readAt := time.Now()
 	in, err := e.Refresh(ctx, set.Cluster(c.Cluster), at)
@@ -78,18 +78,18 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 	if in.ReadAt, err = c.databaseReadAt(r, readAt); err != nil {
 		return err
 	}
-	if pass, ok := in.SincePass(window); ok && d.PassRaw == nil {
+	if n, ok := in.SincePass(window); ok && d.PassRaw == nil {
 		// the values slurmctld computed at its last pass, against the
 		// usage they were computed from: the database just after it
-		at, err := e.Refresh(ctx, set.Cluster(c.Cluster), pass.Add(in.PassClear()))
+		at, err := e.Refresh(ctx, set.Cluster(c.Cluster), n.After())
 		if err != nil {
 			return err
 		}
-		d.PassRaw, d.PassGap = drift.RawOfTree(at.Tree), in.PassClear()
+		d.PassRaw, d.PassGap = drift.RawOfTree(at.Tree), n.Clear
 	}
 	rep, err := d.Compare(in)
-	if pass, near := in.PassNear(window); near && err == nil && d.PassRaw == nil {
-		rep, err = c.compareSides(ctx, e, set.Cluster(c.Cluster), d, in, pass)
+	if n, near := in.NearPass(window); near && err == nil && d.PassRaw == nil {
+		rep, err = c.compareSides(ctx, e, set.Cluster(c.Cluster), d, in, n)
 	}
 	if err != nil {
 		return err
@@ -114,22 +114,21 @@ func (c *checkCmd) databaseReadAt(r *liveRead, readAt time.Time) (time.Time, err
 	return time.Time{}, nil
 }
 
-// compareSides judges a report read as slurmctld ran pass against the
-// database on either side of it (check.Database.CompareSides): in is the
-// database at the read.
-func (c *checkCmd) compareSides(ctx context.Context, e *engine.Engine, cluster string, d check.Database, in *engine.Inputs, pass time.Time) (*drift.Report, error) {
-	off := in.PassClear()
-	before, err := e.Refresh(ctx, cluster, pass.Add(-off))
+// compareSides judges a report read as slurmctld ran a pass (n) against
+// the database on either side of it (check.Database.CompareSides): in is
+// the database at the read.
+func (c *checkCmd) compareSides(ctx context.Context, e *engine.Engine, cluster string, d check.Database, in *build.Inputs, n build.Near) (*drift.Report, error) {
+	before, err := e.Refresh(ctx, cluster, n.Before())
 	if err != nil {
 		return nil, err
 	}
 	after := in
-	if !in.Computed.After(pass.Add(off)) {
-		if after, err = e.Refresh(ctx, cluster, pass.Add(off)); err != nil {
+	if !in.Computed.After(n.After()) {
+		if after, err = e.Refresh(ctx, cluster, n.After()); err != nil {
 			return nil, err
 		}
 	}
-	return d.CompareSides(before, after, pass)
+	return d.CompareSides(before, after, n.Pass)
 }
 
 // liveRead is sshare read live, with the tracker that read it.

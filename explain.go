@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
@@ -60,12 +61,14 @@ func (c *explainCmd) Run(env *runEnv) error {
 	var out *shares.Table
 	if c.Demo {
 		// serve --demo's cluster, as it stands at at
-		sc, err := sim.New(sim.Config{Associations: c.DemoAssociations, Speed: 1, History: sim.History, Seed: 1, Start: at})
+		cfg := c.Sim()
+		cfg.Start = at
+		sc, err := sim.New(cfg)
 		if err != nil {
 			return err
 		}
 		conf, name = sc.Conf(), sim.Name
-		opts = append(opts, engine.WithSource(cli.SimSource(sc)), engine.WithClock(engine.Clock{Now: sc.Now, Speed: 1}), engine.WithBootTime(sc.Boot))
+		opts = append(opts, engine.WithSim(sc, 1), engine.WithBootTime(sc.Boot))
 		if !whatIfMode {
 			if out, err = sc.Report(ctx); err != nil {
 				return err
@@ -104,14 +107,14 @@ func (c *explainCmd) Run(env *runEnv) error {
 		}
 	}
 	if out != nil {
-		in.Report = &engine.Report{Out: out, At: at}
+		in.Reported = &build.Reported{Out: out, At: at}
 	}
 	return c.explain(env, in, conf, at)
 }
 
 // explain answers for the cluster's inputs: what-if shares, a job or a
 // user.
-func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Config, at time.Time) error {
+func (c *explainCmd) explain(env *runEnv, in *build.Inputs, conf *slurmconf.Config, at time.Time) error {
 	if len(c.WhatIf) > 0 {
 		changes, _ := c.ShareChanges() // checked by Validate
 		x, err := explain.Shares(in, changes, c.WhatIf, c.User)
@@ -121,12 +124,11 @@ func (c *explainCmd) explain(env *runEnv, in *engine.Inputs, conf *slurmconf.Con
 		return explain.Write(env.stdout, c.Output, x)
 	}
 	in.Detail = true
-	cl, err := engine.Build(in)
+	cl, err := build.Build(in)
 	if err != nil {
 		return err
 	}
-	phase := in.Phase
-	phase.Uncertainty = time.Duration(in.PassError(nil).Window * float64(time.Second))
+	_, phase := in.AtReport(nil)
 	if c.Job != 0 {
 		jobs, err := explain.Job(cl, conf, c.Job, at, phase)
 		if err != nil {

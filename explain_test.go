@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/explain"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 )
@@ -51,7 +50,7 @@ func TestForecastFlags(t *testing.T) {
 // its busiest user and a pending job from it.
 func TestExplainDemo(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
-	sc, err := sim.New(sim.Config{Associations: engine.DemoAssociations, Speed: 1, History: sim.History, Seed: 1, Start: at})
+	sc, err := sim.New(sim.Config{Associations: cli.DemoAssociations, Speed: 1, History: sim.History, Seed: 1, Start: at})
 	if err != nil {
 		t.Fatal(err)
 	}

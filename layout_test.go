@@ -9,7 +9,6 @@ import (
 	"go/types"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,13 +113,18 @@ var layers = map[string]int{
 	// pure computation and plain data
 	"fairshare": 0, "priority": 0,
 	"shares": 1, "result": 1, "slurmconf": 1, "slurmstate": 1, "usage": 1,
-	// one source each: the database, what Slurm reports, the comparison
-	"slurmdbd": 2, "sshare": 2, "drift": 2,
+	// one source each: the database, what Slurm reports, the comparison,
+	// the decay passes the reports show
+	"slurmdbd": 2, "sshare": 2, "drift": 2, "passes": 2,
+	// the pure step from what was read to what is published, and the
+	// simulated cluster serve --demo gives the engine as a source
+	"build": 3, "sim": 3,
 	// the pipeline, the metrics it publishes to through an interface, and
-	// the simulated cluster serve --demo gives it as a source
-	"engine": 3, "collector": 3, "sim": 3,
-	// the commands' own: their answers, and the flag groups they share
-	"explain": 4, "check": 4, "cli": 4,
+	// a fixed cluster built for tests
+	"engine": 4, "collector": 4, "build/buildtest": 4,
+	// the commands' own: their answers, serve's schedule, and the flag
+	// groups they share
+	"explain": 5, "check": 5, "serve": 5, "cli": 5,
 }
 
 // denied are imports the layers allow but the design does not: explain
@@ -191,7 +195,7 @@ func TestImportsGoDown(t *testing.T) {
 // reach a process, the network or a database, even through a package
 // they import (a type of sshare's as a parameter brings os/exec and
 // net/http with it).
-var pure = []string{"./fairshare", "./priority", "./drift", "./shares", "./result", "./usage"}
+var pure = []string{"./fairshare", "./priority", "./drift", "./passes", "./build", "./shares", "./result", "./usage"}
 
 func TestPurePackagesDoNoIO(t *testing.T) {
 	for _, pkg := range pure {
@@ -276,38 +280,18 @@ func TestFunctionsShort(t *testing.T) {
 // Test files may be longer: a table of cases grows with the cases.
 const maxFileLines = 500
 
-// overCapUntilEngineSplit are files over maxFileLines in engine/, drift/
-// and slurmconf/, split in the engine part of the untangling, which
-// rewrites those packages. Waiting for it, not exempt: delete each entry
-// as its file is split, and this list with the last (the test says when).
-var overCapUntilEngineSplit = map[string]bool{
-	"engine/engine.go":    true,
-	"engine/build.go":     true,
-	"drift/compare.go":    true,
-	"slurmconf/config.go": true,
-}
-
 // TestFilesShort: no non-test file of the module is longer than
-// maxFileLines, but those of overCapUntilEngineSplit, each still over it.
+// maxFileLines.
 func TestFilesShort(t *testing.T) {
-	waiting := maps.Clone(overCapUntilEngineSplit)
 	for _, path := range productFiles(t) {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := bytes.Count(b, []byte("\n"))
-		path = filepath.ToSlash(path)
-		switch over := n > maxFileLines; {
-		case over && !waiting[path]:
-			t.Errorf("%s is %d lines: expected at most %d (split it into files of one idea each, named for it)", path, n, maxFileLines)
-		case !over && waiting[path]:
-			t.Errorf("%s is %d lines, within the cap: delete it from overCapUntilEngineSplit", path, n)
+		if n > maxFileLines {
+			t.Errorf("%s is %d lines: expected at most %d (split it into files of one idea each, named for it)", filepath.ToSlash(path), n, maxFileLines)
 		}
-		delete(waiting, path)
-	}
-	for path := range waiting {
-		t.Errorf("%s is gone: delete it from overCapUntilEngineSplit", path)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/configfile"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
@@ -77,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // newParser is the command line, for run and for docs/configuration.md.
 func newParser(c *commandLine, opts ...kong.Option) (*kong.Kong, error) {
-	vars := kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(engine.DemoAssociations)}
+	vars := kong.Vars{"version": versionString(), "port": defaultPort, "demo_size": strconv.Itoa(cli.DemoAssociations)}
 	return kong.New(c, append([]kong.Option{
 		kong.Name("slurmdbd_exporter"),
 		kong.Description("Recomputes Slurm fairshare from the slurmdbd database and exports it, with its drift from what Slurm reports, to Prometheus."),

@@ -18,6 +18,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/serve"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -137,7 +138,7 @@ func (s *serveCmd) Run(env *runEnv) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var exp atomic.Pointer[engine.Loop]
+	var exp atomic.Pointer[serve.Loop]
 	served := make(chan error, 1)
 	go func() {
 		served <- s.listen(ctx, env, col, func() bool { e := exp.Load(); return e != nil && e.Ready() })
@@ -185,7 +186,7 @@ func ignoreHangup(ctx context.Context, log zerolog.Logger) {
 // loop checks the configuration and builds the refresh loop. The
 // database may be down at startup: the exporter then serves up 0 until it
 // answers; a cluster it names that is not in cluster_table is an error.
-func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.Collector) (*engine.Loop, error) {
+func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.Collector) (*serve.Loop, error) {
 	set, err := cli.NewSetup(log, &s.DBFlags, &s.SlurmFlags)
 	if err != nil {
 		return nil, err
@@ -218,7 +219,7 @@ func (s *serveCmd) loop(ctx context.Context, log zerolog.Logger, col *collector.
 		t.SetConf(conf)
 		opts = append(opts, engine.WithTracker(t))
 	}
-	return engine.NewLoop(engine.New(conf, dsn, opts...), col, s.schedule(tc.Interval)), nil
+	return serve.NewLoop(engine.New(conf, dsn, opts...), col, s.schedule(tc.Interval)), nil
 }
 
 // options are the engine's options serve and its demo share.
@@ -241,8 +242,8 @@ func (s *serveCmd) tracker(conf *slurmconf.Config) engine.TrackerConfig {
 }
 
 // schedule is the loop's, reports being read every interval.
-func (s *serveCmd) schedule(interval time.Duration) engine.Schedule {
-	return engine.Schedule{Interval: s.RefreshInterval, StaleAfter: time.Duration(s.ReportedStale) * interval,
+func (s *serveCmd) schedule(interval time.Duration) serve.Schedule {
+	return serve.Schedule{Interval: s.RefreshInterval, StaleAfter: time.Duration(s.ReportedStale) * interval,
 		ForecastWindow: s.ForecastWindow, RecoveryInterval: s.ForecastInterval}
 }
 
@@ -250,18 +251,18 @@ func (s *serveCmd) schedule(interval time.Duration) engine.Schedule {
 // slurmdbd tables are the engine's source, its slurmctld the reported
 // side, its clock the moments computed.
 func (s *serveCmd) demo(ctx context.Context, env *runEnv, col *collector.Collector) error {
-	c, err := sim.New(sim.Config{Associations: s.DemoAssociations, Speed: s.DemoSpeed, FaultInterval: s.DemoFaultInterval,
-		FaultDuration: s.DemoFaultDuration, History: sim.History, Seed: 1, Log: env.log})
+	sc := s.Sim()
+	sc.Speed, sc.FaultInterval, sc.FaultDuration, sc.Log = s.DemoSpeed, s.DemoFaultInterval, s.DemoFaultDuration, env.log
+	c, err := sim.New(sc)
 	if err != nil {
 		return err
 	}
-	clock := engine.Clock{Now: c.Now, Speed: s.DemoSpeed}
 	tc := s.tracker(c.Conf())
 	tc.Read, tc.BootTime = c.Report, c.Boot
 	t := engine.NewTracker(tc)
 	t.SetConf(c.Conf())
-	opts := append(s.options(env.log), engine.WithSource(cli.SimSource(c)), engine.WithClock(clock), engine.WithTracker(t))
-	l := engine.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
+	opts := append(s.options(env.log), engine.WithSim(c, s.DemoSpeed), engine.WithTracker(t))
+	l := serve.NewLoop(engine.New(c.Conf(), "", opts...), col, s.schedule(tc.Interval))
 	go l.Run(ctx)
 	env.log.Info().Float64("speed", s.DemoSpeed).Dur("fault_interval", s.DemoFaultInterval).Dur("fault_duration", s.DemoFaultDuration).
 		Msg("serving the simulated demo cluster")

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -15,7 +15,7 @@ import (
 
 // TestFactorBoundServeAsCheck: on an empty cluster (real Slurm 24.11
 // before any job: every user tied, Fair Tree), the usage drift's fairshare
-// bound is the same whether serve publishes it (engine.Build with the
+// bound is the same whether serve publishes it (build.Build with the
 // report and the database's tree at its moment, whose tie order is known,
 // while the Inputs published are a refresh's made before slurmctld's boot
 // was learned) or check prints it (Database.Compare) for that moment, and
@@ -31,10 +31,8 @@ func TestFactorBoundServeAsCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Unix(1_795_320_600, 0)
-	inputs := func(tieOrderKnown bool) *engine.Inputs {
-		return &engine.Inputs{Name: "v2411", Settings: engine.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
-			Tree: db, TieOrderKnown: tieOrderKnown, Tolerance: drift.DefaultTolerance, Computed: at,
-			Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}
+	inputs := func(tieOrderKnown bool) *build.Inputs {
+		return &build.Inputs{Name: "v2411", Settings: build.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1}, Database: build.Database{Tree: db, TieOrderKnown: tieOrderKnown, Computed: at, Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
 	}
 	checked := func(tieOrderKnown bool) float64 {
 		rep, err := Database{Reported: out, Algorithm: fairshare.AlgorithmFairTree, Tolerance: drift.DefaultTolerance}.Compare(inputs(tieOrderKnown))
@@ -45,8 +43,8 @@ func TestFactorBoundServeAsCheck(t *testing.T) {
 	}
 	atReport := inputs(true)
 	served := inputs(false)
-	served.Report = &engine.Report{Out: out, At: at, DB: atReport.Tree, DBTieOrderKnown: atReport.TieOrderKnown, Pass: atReport.PassError(nil), Phase: atReport.Phase}
-	cl, err := engine.Build(served)
+	served.Reported = &build.Reported{Out: out, At: at, DB: atReport.Tree, DBTieOrderKnown: atReport.TieOrderKnown, Pass: atReport.PassError(nil), Phase: atReport.Phase}
+	cl, err := build.Build(served)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package check answers "does our fairshare agree with Slurm's?" for the
 // check command: it replays what Slurm reports (formula drift, the
 // one-pass lag of classic) or compares it with the database's rebuilt
-// usage (engine.Inputs), and writes the drift report as a table or JSON.
+// usage (build.Inputs), and writes the drift report as a table or JSON.
 // It reads no file, database or process itself; drift is told as a
 // value, not an exit.
 package check
@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -52,13 +52,9 @@ type Replay struct {
 // is inferred from the report itself, drift.Input's InferLag); passRaw
 // from the first report after that pass (drift.Input.PassRaw; nil: none,
 // or this one). Errors start with name.
-func (c Replay) Compare(out *shares.Table, prevRaw, passRaw map[drift.Key]float64, name string) (*drift.Report, error) {
+func (c Replay) Compare(out *shares.Table, prevRaw, passRaw map[result.AssocKey]float64, name string) (*drift.Report, error) {
 	out.FillMissingFactor(c.Dampening)
-	auto := fairshare.AlgorithmClassic
-	if out.Has(shares.LevelFS) {
-		auto = fairshare.AlgorithmFairTree
-	}
-	alg := Pick(c.Algorithm, auto)
+	alg := Pick(c.Algorithm, out.Algorithm())
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: alg, Dampening: c.Dampening, Tolerance: drift.Tolerance{Formula: c.Tolerance}, Report: out,
 		PrevRaw: prevRaw, PassRaw: passRaw, InferLag: prevRaw == nil}, true)
 	if err != nil {
@@ -90,7 +86,7 @@ type Database struct {
 	Window *[2]time.Time
 	// PassRaw and PassGap are drift.Input's, from the tracker that read
 	// Reported live (nil, 0: read from a file).
-	PassRaw map[drift.Key]float64
+	PassRaw map[result.AssocKey]float64
 	PassGap time.Duration
 	// Losses are the usage losses the reads of Reported showed (nil: read
 	// once, or from a file): the evidence of a reset (drift.Input.Losses).
@@ -101,13 +97,13 @@ type Database struct {
 
 // Compare is the comparison serve makes, association by association: the
 // database's usage (in) against Slurm's, with Slurm's formula beside it.
-func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
+func (d Database) Compare(in *build.Inputs) (*drift.Report, error) {
 	var notes []string
 	if in.Phase.Source == result.PhaseUnknown {
 		notes = append(notes, unknownPhaseNote)
 	}
 	d.Reported.FillMissingFactor(in.Settings.Dampening)
-	pass := in.PassError(d.Window)
+	pass, phase := in.AtReport(d.Window)
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: d.Algorithm, Dampening: in.Settings.Dampening, Tolerance: d.Tolerance,
 		Report: d.Reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: d.PassRaw, PassGap: d.PassGap.Seconds(), InferLag: true,
 		Losses: d.Losses}, true)
@@ -115,7 +111,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 		return nil, err
 	}
 	rep := cmp.Usage
-	rep.Phase = &result.Phase{Source: in.Phase.Source, Uncertainty: time.Duration(pass.Window * float64(time.Second))}
+	rep.Phase = &result.Phase{Source: phase.Source, Uncertainty: phase.Uncertainty}
 	rep.Formula = cmp.Formula
 	rep.Billing = in.Billing
 	rep.Note = note(notes, d.Algorithm)
@@ -123,7 +119,7 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 }
 
 // CompareSides is Compare for a report read so close to slurmctld's pass
-// that it may show either side of it (engine.Inputs.PassNear): before
+// that it may show either side of it (build.Inputs.NearPass): before
 // and after are the database just before and just after that pass. A
 // report is one snapshot, on one side for every association, so it is
 // judged against the side more of its associations' RawUsage agrees
@@ -132,13 +128,13 @@ func (d Database) Compare(in *engine.Inputs) (*drift.Report, error) {
 // period's charge of its running jobs). A loss cannot pick the side: it
 // moves one chain, and every association with running jobs or decayed
 // usage votes; a tie keeps the side the read's moment is on (after).
-func (d Database) CompareSides(before, after *engine.Inputs, pass time.Time) (*drift.Report, error) {
+func (d Database) CompareSides(before, after *build.Inputs, pass time.Time) (*drift.Report, error) {
 	d.Window = nil
 	var best *drift.Report
 	side, most := "", 0
 	for _, s := range []struct {
 		name string
-		in   *engine.Inputs
+		in   *build.Inputs
 	}{{"after", after}, {"before", before}} {
 		rep, err := d.Compare(s.in)
 		if err != nil {

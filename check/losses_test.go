@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -44,8 +44,7 @@ func TestCheckBlamesResetOnLossSeen(t *testing.T) {
 		if seen {
 			d.Losses = []result.UsageLoss{{AssocKey: result.AssocKey{Account: "grp", User: "hank"}, Kind: result.LossBetweenPasses, At: time.Unix(1_700_000_000, 0)}}
 		}
-		in := &engine.Inputs{Name: "c", Settings: engine.Settings{Algorithm: fairshare.AlgorithmClassic, Dampening: 1}, Tree: db, TieOrderKnown: true,
-			Tolerance: drift.DefaultTolerance, Computed: time.Unix(1_700_000_000, 0), Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}
+		in := &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: fairshare.AlgorithmClassic, Dampening: 1}, Database: build.Database{Tree: db, TieOrderKnown: true, Computed: time.Unix(1_700_000_000, 0), Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
 		rep, err := d.Compare(in)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -81,7 +83,7 @@ func (s *Series) Add(in sshare.Snapshot) error {
 	s.n++
 	snap.Index = s.n
 	r := s.follow(in)
-	var prevRaw map[drift.Key]float64
+	var prevRaw map[result.AssocKey]float64
 	if ref := r.LagReference(s.period); ref != nil {
 		prevRaw, snap.LagReference = ref.Raw, &ref.ID
 	}
@@ -122,12 +124,12 @@ func (s *Series) Add(in sshare.Snapshot) error {
 // the last decay pass seen (PassRaw), which the values slurmctld computes
 // at a pass were computed from: under AccountingStorageEnforce=limits a
 // job's end raises RawUsage between passes and leaves them. A pass is seen
-// as under limits (drift.PassBetween): a series says nothing of
+// as under limits (passes.Between): a series says nothing of
 // slurm.conf, and without limits a pass shows there too (usage decays);
 // one missed leaves an older reference, which only loosens the bound.
 func (s *Series) follow(in sshare.Snapshot) *engine.Reading {
 	r := &engine.Reading{ID: s.n, At: in.At, Out: in.Table, Raw: drift.RawByKey(in.Table)}
-	r.Pass = s.last != nil && drift.PassBetween(s.last.Out, in.Table, true)
+	r.Pass = s.last != nil && passes.Between(s.last.Out, in.Table, true)
 	r.Follow(s.last)
 	s.last = r
 	return r

@@ -1,25 +1,13 @@
 package cli
 
-import (
-	"context"
+import "github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
-)
+// DemoAssociations is the default size of the demo cluster (serve --demo,
+// explain --demo: sim/).
+const DemoAssociations = 400
 
-// SimSource is the demo's simulated cluster as the engine's source (sim
-// does not import engine: its Cluster method returns its own type).
-func SimSource(c *sim.Cluster) engine.Source { return simSource{c} }
-
-type simSource struct{ c *sim.Cluster }
-
-func (s simSource) Clusters(ctx context.Context) ([]string, error) { return s.c.Clusters(ctx) }
-func (s simSource) Close() error                                   { return s.c.Close() }
-
-func (s simSource) Cluster(ctx context.Context, name string) (engine.ClusterSource, error) {
-	c, err := s.c.Cluster(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+// Sim is the demo cluster serve --demo serves and explain --demo
+// explains: the same history and seed, so that both show one cluster.
+func (d *DemoFlags) Sim() sim.Config {
+	return sim.Config{Associations: d.DemoAssociations, Speed: 1, History: sim.History, Seed: 1}
 }

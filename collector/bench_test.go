@@ -11,8 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -25,10 +26,7 @@ import (
 func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 	tree := fairshare.Synthetic(n, 5, 11)
 	now := time.Now()
-	in := &engine.Inputs{Name: "big", Settings: engine.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
-		Tree: tree, TRES: map[string][]float64{}, Pending: make([]bool, tree.Len()), MauiUsage: make([]float64, tree.Len()),
-		Uncharged: make([]float64, tree.Len()), Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, Computed: now, LastRollup: now.Truncate(time.Hour),
-		Tolerance: drift.DefaultTolerance}
+	in := &build.Inputs{Name: "big", Settings: build.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1}, Database: build.Database{Tree: tree, TRES: map[string][]float64{}, Pending: make([]bool, tree.Len()), MauiUsage: make([]float64, tree.Len()), Uncharged: make([]float64, tree.Len()), Computed: now, LastRollup: now.Truncate(time.Hour)}, Options: build.Options{Maui: fairshare.MauiConfig{Depth: 8, Decay: 1}, Tolerance: drift.DefaultTolerance}}
 	for _, name := range []string{"cpu", "mem", "node", "gres/gpu"} {
 		v := make([]float64, tree.Len())
 		for i := range v {
@@ -36,8 +34,8 @@ func bigSnapshot(b *testing.B, n int) *result.Snapshot {
 		}
 		in.TRES[name] = v
 	}
-	in.Report = &engine.Report{Out: shares.Of(tree, tree.FairTree()), At: now}
-	cl, err := engine.Build(in)
+	in.Reported = &build.Reported{Out: shares.Of(tree, tree.FairTree()), At: now}
+	cl, err := build.Build(in)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,7 +86,7 @@ func BenchmarkScrape10k(b *testing.B) {
 // its time and, with -benchmem, the garbage it makes, which sets the
 // exporter's peak RSS at that size.
 func BenchmarkPublish100k(b *testing.B) {
-	snap := engine.Demo(time.Now(), 100000)
+	snap := buildtest.Demo(time.Now(), 100000)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := collector.New().Publish(snap); err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/version"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 )
 
 // TestBuildInfoServed: /metrics, as Serve builds it, carries
@@ -25,7 +25,7 @@ func TestBuildInfoServed(t *testing.T) {
 	version.Version, version.Revision, version.Branch = "1.2.3-test", "abc123", "oncall"
 
 	c := New()
-	if err := c.Publish(engine.Demo(time.Now(), 50)); err != nil {
+	if err := c.Publish(buildtest.Demo(time.Now(), 50)); err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()

@@ -235,7 +235,7 @@ func collectStatic(s *result.Snapshot, out sink) {
 		src := s.Sources[name]
 		gauge(descUp, b2f(src.Up), name)
 		if !src.LastSuccess.IsZero() {
-			gauge(descLastSuccess, seconds(src.LastSuccess), name)
+			gauge(descLastSuccess, fairshare.Seconds(src.LastSuccess), name)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.ClusterUp)) {
@@ -260,8 +260,6 @@ func collectLive(s *result.Snapshot, now time.Time, out sink) {
 	}
 	gauge(descAge, now.Sub(s.Published).Seconds())
 }
-
-func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 func b2f(b bool) float64 {
 	if b {
@@ -398,7 +396,7 @@ func collectCluster(cl *result.Cluster, out sink) {
 			out(descLosses, prometheus.CounterValue, float64(l.Counts[k]), cl.Name, k)
 		}
 		for _, x := range l.Last {
-			gauge(descLastLoss, seconds(x.At), cl.Name, x.Account, x.User, x.Partition, x.Kind)
+			gauge(descLastLoss, fairshare.Seconds(x.At), cl.Name, x.Account, x.User, x.Partition, x.Kind)
 		}
 	}
 	for _, b := range cl.Billing {
@@ -421,7 +419,7 @@ func collectCluster(cl *result.Cluster, out sink) {
 	if cl.Phase.Source != "" {
 		gauge(descPhase, cl.Phase.Uncertainty.Seconds(), cl.Name, cl.Phase.Source)
 		if !cl.Phase.Last.IsZero() {
-			gauge(descLastPass, seconds(cl.Phase.Last), cl.Name, cl.Phase.Source)
+			gauge(descLastPass, fairshare.Seconds(cl.Phase.Last), cl.Name, cl.Phase.Source)
 		}
 	}
 	c := cl.Config
@@ -438,9 +436,9 @@ func collectCluster(cl *result.Cluster, out sink) {
 		lag = cl.Computed.Sub(cl.LastRollup).Seconds()
 	}
 	gauge(descRollupLag, lag, cl.Name)
-	gauge(descComputed, seconds(cl.Computed), cl.Name)
+	gauge(descComputed, fairshare.Seconds(cl.Computed), cl.Name)
 	if !cl.RecoveryComputed.IsZero() {
-		gauge(descRecoveryComputed, seconds(cl.RecoveryComputed), cl.Name)
+		gauge(descRecoveryComputed, fairshare.Seconds(cl.RecoveryComputed), cl.Name)
 	}
 	gauge(descDropped, float64(cl.Dropped), cl.Name)
 	if cl.Pending == nil {

@@ -19,8 +19,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/cli"
 	. "github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
@@ -32,7 +33,7 @@ func demoCollector(t *testing.T) *Collector {
 	t.Helper()
 	c := New()
 	c.Extended = true
-	if err := c.Publish(engine.Demo(time.Now(), engine.DemoAssociations)); err != nil {
+	if err := c.Publish(buildtest.Demo(time.Now(), cli.DemoAssociations)); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -104,7 +105,7 @@ func TestMetricsDoc(t *testing.T) {
 // read back through the text format as the same strings (invalid bytes as
 // U+FFFD).
 func TestAwkwardNames(t *testing.T) {
-	snap := engine.Demo(time.Now(), engine.DemoAssociations)
+	snap := buildtest.Demo(time.Now(), cli.DemoAssociations)
 	names := []string{`qu"ote's`, "pi|pe", "new\nline", "back\\slash", "ünïcødé-名前", strings.Repeat("k", 1024), "bad\xffbyte"}
 	cl := &snap.Clusters[0]
 	for i, n := range names {
@@ -136,7 +137,7 @@ func TestAwkwardNames(t *testing.T) {
 // of the same snapshot at the same moment (families and series sorted
 // differently), awkward names included.
 func TestRenderMatchesClientGolang(t *testing.T) {
-	snap := engine.Demo(time.Now(), 300)
+	snap := buildtest.Demo(time.Now(), 300)
 	for i, n := range []string{`qu"ote's`, "new\nline", "back\\slash", "ünïcødé", "bad\xff\xfebytes"} {
 		snap.Clusters[0].Assocs[i+1].User = n
 	}
@@ -178,7 +179,7 @@ func TestRenderMatchesClientGolang(t *testing.T) {
 func TestSeriesBudget(t *testing.T) {
 	for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmFairTree, fairshare.AlgorithmClassic} {
 		count := func(extended bool) (perAssoc float64, families int) {
-			snap := engine.Demo(time.Now(), 2000)
+			snap := buildtest.Demo(time.Now(), 2000)
 			snap.Clusters[0].Algorithm = alg
 			_, text := publishedText(t, snap, extended)
 			n := 0
@@ -207,7 +208,7 @@ func TestSeriesBudget(t *testing.T) {
 // users), each user's rank lies in its account's block, and each block in
 // its parent's; under classic there are none.
 func TestSubtreeRanks(t *testing.T) {
-	snap := engine.Demo(time.Now(), 400)
+	snap := buildtest.Demo(time.Now(), 400)
 	cl := &snap.Clusters[0]
 	_, text := publishedText(t, snap, false)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -269,7 +270,7 @@ func TestSubtreeRanks(t *testing.T) {
 			t.Errorf("%s: block %v..%v, not inside its parent %s's %v..%v", k.account, lo[k], hi[k], p, lo[a], hi[a])
 		}
 	}
-	snap = engine.Demo(time.Now(), 400)
+	snap = buildtest.Demo(time.Now(), 400)
 	snap.Clusters[0].Algorithm = fairshare.AlgorithmClassic
 	if _, text := publishedText(t, snap, false); strings.Contains(text, "slurmdbd_fairshare_subtree_rank_max{") {
 		t.Error("subtree ranks exported under classic without --collector.extended")
@@ -295,7 +296,7 @@ func publishedText(t *testing.T, snap *result.Snapshot, extended bool) (*Collect
 // TestPendingMetrics: the demo's pending jobs become the
 // slurmdbd_priority_* series, one set per account, partition and QOS.
 func TestPendingMetrics(t *testing.T) {
-	snap := engine.Demo(time.Now(), 300)
+	snap := buildtest.Demo(time.Now(), 300)
 	cl := &snap.Clusters[0]
 	if len(cl.Pending) == 0 {
 		t.Fatal("the demo has no pending jobs")
@@ -330,7 +331,7 @@ func TestPendingMetrics(t *testing.T) {
 // the ages as of itself, and both reach the client whole.
 func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
 	c := New()
-	if err := c.Publish(engine.Demo(time.Now(), 50)); err != nil {
+	if err := c.Publish(buildtest.Demo(time.Now(), 50)); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now()
@@ -370,7 +371,7 @@ func TestOwnMetricsGatheredOncePerSecond(t *testing.T) {
 // --collector.extended alike, one series per user association that has a
 // value (+Inf rendered as such), with the moment of its computation.
 func TestRecoveryMetric(t *testing.T) {
-	snap := engine.Demo(time.Unix(1_800_000_000, 0), 50)
+	snap := buildtest.Demo(time.Unix(1_800_000_000, 0), 50)
 	cl := &snap.Clusters[0]
 	cl.RecoveryComputed = time.Unix(1_799_996_400, 0)
 	want := 0
@@ -412,7 +413,7 @@ func recoverySeries(t *testing.T, text, cluster string, want int) {
 // TestBillingMetrics: one series of each per partition checked; no ratio
 // where nothing was expected (a partition of CPU-less jobs).
 func TestBillingMetrics(t *testing.T) {
-	snap := engine.Demo(time.Now(), 20)
+	snap := buildtest.Demo(time.Now(), 20)
 	cl := &snap.Clusters[0]
 	cl.Billing = []result.Billing{{Partition: "gpu", Jobs: 3, Mismatched: 1, Recorded: 34, Expected: 35}, {Partition: "none", Jobs: 1}}
 	_, text := publishedText(t, snap, false)
@@ -435,12 +436,12 @@ func TestBillingMetrics(t *testing.T) {
 // database, its parts as "true"/"false" labels; none for a cluster not
 // read from one (the demo's Schema is nil).
 func TestSchemaInfo(t *testing.T) {
-	snap := engine.Demo(time.Now(), 20)
+	snap := buildtest.Demo(time.Now(), 20)
 	_, text := publishedText(t, snap, false)
 	if strings.Contains(text, "slurmdbd_schema_info{") {
 		t.Errorf("schema_info without a schema read:\n%s", text)
 	}
-	snap = engine.Demo(time.Now(), 20)
+	snap = buildtest.Demo(time.Now(), 20)
 	snap.Clusters[0].Schema = &result.Schema{LftRgt: false, Lineage: true, AccountFlags: true, QOSUsage: false}
 	_, text = publishedText(t, snap, false)
 	want := `slurmdbd_schema_info{account_flags="true",lft_rgt="false",lineage="true",qos_usage="false",slurm_cluster="demo"} 1` + "\n"
@@ -454,7 +455,7 @@ func TestSchemaInfo(t *testing.T) {
 // association is no longer named (it recovered): the exposition is
 // rendered anew at each publish.
 func TestNamedDriftMetrics(t *testing.T) {
-	snap := engine.Demo(time.Now(), 20)
+	snap := buildtest.Demo(time.Now(), 20)
 	cl := &snap.Clusters[0]
 	cl.Named = []result.DriftAssociation{
 		{AssocKey: result.AssocKey{Account: "phys", User: "alice"}, Kind: result.DriftUsage, Value: "raw_usage", Cause: "reset", Drift: 0.75, Bound: 0.001},

@@ -40,16 +40,16 @@ var Causes = []string{CauseReset, CauseRestart, CauseBillingRounding, CauseOther
 // evidence is what a comparison knows besides the two sides' numbers.
 type evidence struct {
 	// losses by association (nil: no reads were compared, as in check)
-	losses   map[Key]result.UsageLoss
+	losses   map[result.AssocKey]result.UsageLoss
 	settling bool
 }
 
 func (in *Input) evidence() *evidence {
 	ev := &evidence{settling: in.Settling}
 	if in.Losses != nil {
-		ev.losses = make(map[Key]result.UsageLoss, len(in.Losses))
+		ev.losses = make(map[result.AssocKey]result.UsageLoss, len(in.Losses))
 		for _, l := range in.Losses {
-			ev.losses[Key(l.AssocKey)] = l
+			ev.losses[l.AssocKey] = l
 		}
 	}
 	return ev
@@ -71,7 +71,7 @@ func diagnose(e *Entry, ev *evidence) (cause, note string) {
 		return CauseOthersUsage, "its own usage agrees within what is allowed: its factor moves with other associations' usage drift"
 	}
 	gap := gapNote(e)
-	if l, ok := ev.losses[Key{Account: e.Account, User: e.User, Partition: e.Partition}]; ok && d > 0 {
+	if l, ok := ev.losses[result.KeyOf(e.Account, e.User, e.Partition)]; ok && d > 0 {
 		at := l.At.UTC().Format("2006-01-02T15:04:05Z")
 		if l.Kind == result.LossAcrossRestart {
 			return CauseRestart, gap + ": its RawUsage fell across slurmctld's restart (read at " + at + "): slurmctld started from an older checkpoint or without its assoc_usage state"
@@ -169,7 +169,7 @@ func (w *worst) named(ev *evidence) []result.DriftAssociation {
 	for _, i := range order {
 		e := &w.entries[i]
 		cause, _ := diagnose(e, ev)
-		n := result.DriftAssociation{AssocKey: result.AssocKey{Account: e.Account, User: e.User, Partition: e.Partition}, Kind: result.DriftUsage, Cause: cause}
+		n := result.DriftAssociation{AssocKey: result.KeyOf(e.Account, e.User, e.Partition), Kind: result.DriftUsage, Cause: cause}
 		if e.Drift == nil {
 			n.Value, n.Drift = "associations", 1
 			out = append(out, n)
@@ -186,4 +186,51 @@ func (w *worst) named(ev *evidence) []result.DriftAssociation {
 		}
 	}
 	return out
+}
+
+// noteUsageOrigin says where usage drift comes from: an account's RawUsage
+// is the sum of its subtree's, so an account whose difference its users'
+// differences make up drifts only through them; a user, or an
+// association on one side only, gets what the evidence supports
+// (diagnose), and is offered to w (nil: none).
+func noteUsageOrigin(rep *Report, ev *evidence, w *worst) {
+	sum := map[string]float64{}     // per account: its users' differences
+	largest := map[string]*Entry{}  // per account: the user that differs most
+	accounts := map[string]string{} // account → parent account
+	for i := range rep.Associations {
+		e := &rep.Associations[i]
+		if e.User == "" {
+			accounts[e.Account] = e.Parent
+		}
+	}
+	for i := range rep.Associations {
+		e := &rep.Associations[i]
+		if e.Status != StatusOK && (e.User != "" || e.Drift == nil) {
+			_, note := diagnose(e, ev)
+			e.Notes = append(e.Notes, note)
+			if w != nil {
+				w.offer(*e)
+			}
+		}
+		if e.User == "" || e.Drift == nil {
+			continue
+		}
+		d := float64(e.Drift.RawUsage)
+		for a, seen := e.Account, 0; a != "" && seen <= len(accounts); a, seen = accounts[a], seen+1 {
+			sum[a] += d
+			if l := largest[a]; l == nil || math.Abs(d) > math.Abs(float64(l.Drift.RawUsage)) {
+				largest[a] = e
+			}
+		}
+	}
+	for i := range rep.Associations {
+		e := &rep.Associations[i]
+		if e.User != "" || e.Drift == nil || e.Allowed == nil {
+			continue
+		}
+		d, allowed, l := float64(e.Drift.RawUsage), float64(e.Allowed.RawUsage), largest[e.Account]
+		if math.Abs(d) > allowed && l != nil && math.Abs(d-sum[e.Account]) <= allowed {
+			e.Notes = append(e.Notes, fmt.Sprintf("follows from its users' usage (%+.0f, most of it %s/%s)", sum[e.Account], l.Account, l.User))
+		}
+	}
 }

@@ -23,7 +23,7 @@ type diagnosisCase struct {
 	name string
 	// edit changes the report, the database's associations and the
 	// input; it returns the key of the association the case is about.
-	edit      func(t *testing.T, out *shares.Table, db *[]fairshare.Association, in *Input) Key
+	edit      func(t *testing.T, out *shares.Table, db *[]fairshare.Association, in *Input) result.AssocKey
 	cause     string
 	note, not string // what the note says, and must not
 }
@@ -33,7 +33,7 @@ var lossAt = time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 // lower takes usage off the user row of user in the report and off its
 // ancestors (slurmctld's subtree sums), as a reset or a lost state does
 // (assoc_mgr_remove_assoc_usage); by < 0 adds.
-func lower(t *testing.T, out *shares.Table, user string, by float64) Key {
+func lower(t *testing.T, out *shares.Table, user string, by float64) result.AssocKey {
 	t.Helper()
 	assocs, err := out.Associations()
 	if err != nil {
@@ -44,14 +44,14 @@ func lower(t *testing.T, out *shares.Table, user string, by float64) Key {
 			for j := i; j >= 0; j = assocs[j].Parent {
 				out.Rows[j].RawUsage -= by
 			}
-			return Key{Account: a.Account, User: a.User, Partition: a.Partition}
+			return result.KeyOf(a.Account, a.User, a.Partition)
 		}
 	}
 	t.Fatalf("no user %s in the capture", user)
-	return Key{}
+	return result.AssocKey{}
 }
 
-func dbIndex(t *testing.T, db []fairshare.Association, k Key) int {
+func dbIndex(t *testing.T, db []fairshare.Association, k result.AssocKey) int {
 	t.Helper()
 	for i, a := range db {
 		if a.Account == k.Account && a.User == k.User && a.Partition == k.Partition {
@@ -63,53 +63,53 @@ func dbIndex(t *testing.T, db []fairshare.Association, k Key) int {
 }
 
 var diagnosisCases = []diagnosisCase{
-	{name: "gap alone", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, _ *Input) Key {
+	{name: "gap alone", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, _ *Input) result.AssocKey {
 		return lower(t, out, "hank", 34846)
 	}, cause: CauseUnexplained, note: "slurmctld holds 34846 billing-seconds less than the database records (100.0%): not explained by a restart or billing rounding", not: "reset"},
-	{name: "gap, reads compared, no loss seen", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) Key {
+	{name: "gap, reads compared, no loss seen", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) result.AssocKey {
 		in.Losses = []result.UsageLoss{}
 		return lower(t, out, "hank", 34846)
 	}, cause: CauseUnexplained, note: "not explained by a loss seen between reads", not: "reset"},
-	{name: "loss seen between passes", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) Key {
+	{name: "loss seen between passes", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) result.AssocKey {
 		k := lower(t, out, "hank", 34846)
 		in.Losses = []result.UsageLoss{{AssocKey: result.AssocKey(k), Kind: result.LossBetweenPasses, At: lossAt}}
 		return k
 	}, cause: CauseReset, note: "fell by more than decay explains between two reads (at 2026-11-27T10:00:00Z): usage reset in slurmctld"},
-	{name: "loss seen across a restart", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) Key {
+	{name: "loss seen across a restart", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) result.AssocKey {
 		k := lower(t, out, "hank", 20000)
 		in.Losses = []result.UsageLoss{{AssocKey: result.AssocKey(k), Kind: result.LossAcrossRestart, At: lossAt}}
 		return k
 	}, cause: CauseRestart, note: "fell across slurmctld's restart", not: "reset"},
-	{name: "another user's loss is no evidence", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) Key {
+	{name: "another user's loss is no evidence", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) result.AssocKey {
 		in.Losses = []result.UsageLoss{{AssocKey: result.AssocKey{Account: "inorg", User: "ivan"}, Kind: result.LossBetweenPasses, At: lossAt}}
 		return lower(t, out, "hank", 34846)
 	}, cause: CauseUnexplained, not: "reset"},
-	{name: "settling after a restart", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) Key {
+	{name: "settling after a restart", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) result.AssocKey {
 		in.Settling = true
 		return lower(t, out, "hank", 20000)
 	}, cause: CauseRestart, note: "slurmctld restarted since its last decay pass seen"},
-	{name: "more in slurmctld, unpriced billing", edit: func(t *testing.T, out *shares.Table, db *[]fairshare.Association, in *Input) Key {
+	{name: "more in slurmctld, unpriced billing", edit: func(t *testing.T, out *shares.Table, db *[]fairshare.Association, in *Input) result.AssocKey {
 		k := lower(t, out, "ivan", -1000) // 2.6% more than the database's 38718
 		in.Pass.Unpriced = make([]float64, len(*db))
 		in.Pass.Unpriced[dbIndex(t, *db, k)] = 300
 		return k
 	}, cause: CauseBillingRounding, note: "slurmctld holds 1000 billing-seconds more than the database records (2.5%): it ran jobs billed by weights slurm.conf does not give"},
-	{name: "more in slurmctld, no unpriced billing", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, _ *Input) Key {
+	{name: "more in slurmctld, no unpriced billing", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, _ *Input) result.AssocKey {
 		return lower(t, out, "ivan", -1000)
 	}, cause: CauseUnexplained, note: "1000 billing-seconds more", not: "jobs billed"},
-	{name: "removed from the database", edit: func(t *testing.T, _ *shares.Table, db *[]fairshare.Association, _ *Input) Key {
+	{name: "removed from the database", edit: func(t *testing.T, _ *shares.Table, db *[]fairshare.Association, _ *Input) result.AssocKey {
 		last := (*db)[len(*db)-1] // qcd/carol, a leaf
 		*db = (*db)[:len(*db)-1]
-		return Key{Account: last.Account, User: last.User, Partition: last.Partition}
+		return result.KeyOf(last.Account, last.User, last.Partition)
 	}, cause: CauseOnlySlurmctld, note: "removed from the database"},
-	{name: "not in slurmctld", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, _ *Input) Key {
+	{name: "not in slurmctld", edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, _ *Input) result.AssocKey {
 		last := out.Rows[len(out.Rows)-1] // qcd/carol, a leaf
 		out.Rows = out.Rows[:len(out.Rows)-1]
-		return Key{Account: last.Account, User: last.User, Partition: last.Partition}
+		return result.KeyOf(last.Account, last.User, last.Partition)
 	}, cause: CauseOnlyDatabase, note: "in the database, not in slurmctld's report"},
 }
 
-func diagnosisInput(t *testing.T, c diagnosisCase) (Input, Key) {
+func diagnosisInput(t *testing.T, c diagnosisCase) (Input, result.AssocKey) {
 	t.Helper()
 	out := capture(t, "slurm-22.05/running-classic-1.txt")
 	p := "a"
@@ -158,7 +158,7 @@ func TestDiagnosis(t *testing.T) {
 			if !slices.Equal(summed.Named, withEntries.Named) {
 				t.Errorf("named without entries %+v, with %+v", summed.Named, withEntries.Named)
 			}
-			i := slices.IndexFunc(summed.Named, func(n result.DriftAssociation) bool { return Key(n.AssocKey) == k })
+			i := slices.IndexFunc(summed.Named, func(n result.DriftAssociation) bool { return n.AssocKey == k })
 			if i < 0 {
 				t.Fatalf("%v not named: %+v", k, summed.Named)
 			}

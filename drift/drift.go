@@ -29,12 +29,6 @@ const (
 // Statuses in the order reports list them.
 var Statuses = []Status{StatusOK, StatusDrift, StatusOnlyReported, StatusOnlyComputed, StatusLagNotExcluded}
 
-// Key identifies an association across sources. Account names are unique
-// in Slurm, so an account row is its name with no user.
-type Key struct {
-	Account, User, Partition string
-}
-
 // Num is a value that may be blank (NaN: JSON null) or infinite (JSON
 // "inf"/"-inf", which JSON numbers cannot hold).
 type Num float64
@@ -142,7 +136,7 @@ type Lag struct {
 
 // Side is one source's view of an association.
 type Side struct {
-	Key    Key
+	Key    result.AssocKey
 	Parent string
 	Depth  int
 	Values Values
@@ -369,7 +363,7 @@ type matcher struct {
 func newMatcher(reported, computed []Side) matcher {
 	m := matcher{computed: computed, used: make([]bool, len(computed))}
 	if !aligned(reported, computed) {
-		m.byKey = chains(computed, func(s *Side) Key { return s.Key })
+		m.byKey = chains(computed, func(s *Side) result.AssocKey { return s.Key })
 	}
 	return m
 }
@@ -389,7 +383,7 @@ func aligned(a, b []Side) bool {
 
 // match is the computed side of reported side i, of key k, not yet
 // matched (-1: none), now matched.
-func (m *matcher) match(i int, k Key) int {
+func (m *matcher) match(i int, k result.AssocKey) int {
 	if m.byKey == nil {
 		m.used[i] = true
 		return i
@@ -397,7 +391,7 @@ func (m *matcher) match(i int, k Key) int {
 	ci := m.byKey.first(k, m.used)
 	if ci < 0 && k.Partition == "" {
 		if m.byUser == nil {
-			m.byUser = chains(m.computed, func(s *Side) Key { return Key{Account: s.Key.Account, User: s.Key.User} })
+			m.byUser = chains(m.computed, func(s *Side) result.AssocKey { return result.AssocKey{Account: s.Key.Account, User: s.Key.User} })
 		}
 		ci = m.byUser.first(k, m.used)
 	}
@@ -414,12 +408,12 @@ func ref(v Values) *Values { return &v }
 // chain indexes sides by a key, each key's sides in order, without a
 // slice per key (200k small slices at 100k associations).
 type chain struct {
-	head map[Key]int32 // first side + 1
-	next []int32       // next side with the same key + 1; 0: none
+	head map[result.AssocKey]int32 // first side + 1
+	next []int32                   // next side with the same key + 1; 0: none
 }
 
-func chains(sides []Side, key func(*Side) Key) *chain {
-	c := &chain{head: make(map[Key]int32, len(sides)), next: make([]int32, len(sides))}
+func chains(sides []Side, key func(*Side) result.AssocKey) *chain {
+	c := &chain{head: make(map[result.AssocKey]int32, len(sides)), next: make([]int32, len(sides))}
 	for i := len(sides) - 1; i >= 0; i-- {
 		k := key(&sides[i])
 		c.next[i] = c.head[k]
@@ -429,7 +423,7 @@ func chains(sides []Side, key func(*Side) Key) *chain {
 }
 
 // first is the first side with key k not yet used (-1: none).
-func (c *chain) first(k Key, used []bool) int {
+func (c *chain) first(k result.AssocKey, used []bool) int {
 	for i := c.head[k]; i != 0; i = c.next[i-1] {
 		if !used[i-1] {
 			return int(i - 1)

@@ -38,7 +38,7 @@ func vals(fs, lfs float64) Values {
 
 func TestCompare(t *testing.T) {
 	inf := math.Inf(1)
-	k := func(a, u string) Key { return Key{Account: a, User: u} }
+	k := func(a, u string) result.AssocKey { return result.AssocKey{Account: a, User: u} }
 	reported := []Side{
 		{Key: k("root", ""), Values: vals(math.NaN(), math.NaN())},
 		{Key: k("a", "u"), Values: vals(0.5, inf)},     // inf vs inf: drift 0
@@ -96,8 +96,8 @@ func TestCompare(t *testing.T) {
 
 // TestCompareBounds: a side's bound widens what is allowed.
 func TestCompareBounds(t *testing.T) {
-	rep := []Side{{Key: Key{Account: "a"}, Values: vals(0.5, 1)}}
-	com := []Side{{Key: Key{Account: "a"}, Values: vals(0.6, 1), Bound: Values{FairShare: 0.2}}}
+	rep := []Side{{Key: result.AssocKey{Account: "a"}, Values: vals(0.5, 1)}}
+	com := []Side{{Key: result.AssocKey{Account: "a"}, Values: vals(0.6, 1), Bound: Values{FairShare: 0.2}}}
 	r := Compare("classic", 1e-6, rep, com)
 	if e := r.Associations[0]; e.Status != StatusOK || math.Abs(float64(e.Allowed.FairShare)-0.200001) > 1e-12 {
 		t.Errorf("status %s allowed %v", e.Status, e.Allowed.FairShare)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
@@ -24,7 +25,7 @@ func capture(t *testing.T, name string) *shares.Table {
 	return out
 }
 
-func classicReport(t *testing.T, out *shares.Table, prevRaw map[Key]float64, inferLag bool) *Comparison {
+func classicReport(t *testing.T, out *shares.Table, prevRaw map[result.AssocKey]float64, inferLag bool) *Comparison {
 	t.Helper()
 	c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6},
 		Report: out, PrevRaw: prevRaw, InferLag: inferLag}, true)
@@ -56,10 +57,10 @@ func entry(t *testing.T, rep *Report, account, user string) *Entry {
 	return nil
 }
 
-func rawUsage(out *shares.Table) map[Key]float64 {
-	raw := make(map[Key]float64, len(out.Rows))
+func rawUsage(out *shares.Table) map[result.AssocKey]float64 {
+	raw := make(map[result.AssocKey]float64, len(out.Rows))
 	for _, r := range out.Rows {
-		raw[Key{Account: r.Account, User: r.User, Partition: r.Partition}] = r.RawUsage
+		raw[result.KeyOf(r.Account, r.User, r.Partition)] = r.RawUsage
 	}
 	return raw
 }
@@ -240,7 +241,7 @@ func TestNotYetComputedNote(t *testing.T) {
 	}
 }
 
-// TestAddedSinceThePass (issue 30): right after associations are added
+// TestAddedSinceThePass: right after associations are added
 // (sacctmgr add user), slurmctld prints its siblings' NormShares anew but
 // the other values of its last pass, computed on the tree before them;
 // the formula drift that makes is measured, not judged, until its next
@@ -272,14 +273,14 @@ func TestAddedSinceThePass(t *testing.T) {
 		}
 		// the values of the last pass, NormShares anew, the new row blank
 		out := shares.Of(after, fresh)
-		byKey := map[Key]fairshare.Values{}
+		byKey := map[result.AssocKey]fairshare.Values{}
 		for i := range before.Len() {
 			a := before.Association(i)
-			byKey[Key{Account: a.Account, User: a.User, Partition: a.Partition}] = old[i]
+			byKey[result.KeyOf(a.Account, a.User, a.Partition)] = old[i]
 		}
 		for i := range out.Rows {
 			r := &out.Rows[i]
-			v, ok := byKey[Key{Account: r.Account, User: r.User, Partition: r.Partition}]
+			v, ok := byKey[result.KeyOf(r.Account, r.User, r.Partition)]
 			if !ok {
 				r.NormUsage, r.EffectvUsage, r.FairShare, r.LevelFS = math.NaN(), 0, 0, 0
 				continue

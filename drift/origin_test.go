@@ -54,7 +54,7 @@ func TestUsageOriginNotes(t *testing.T) {
 		t.Fatal("no other account with usage in the capture")
 	}
 	out.Rows[other].RawUsage -= assocs[other].RawUsage / 2
-	seen := []result.UsageLoss{{AssocKey: result.AssocKey{Account: assocs[u].Account, User: assocs[u].User, Partition: assocs[u].Partition}, Kind: result.LossBetweenPasses}}
+	seen := []result.UsageLoss{{AssocKey: result.KeyOf(assocs[u].Account, assocs[u].User, assocs[u].Partition), Kind: result.LossBetweenPasses}}
 	c, err := CompareReport(Input{Algorithm: fairshare.AlgorithmClassic, Dampening: 1, Tolerance: Tolerance{Formula: 1e-6, Usage: 0.005, Factor: 0.01}, Report: out, DB: db, TieOrderKnown: true, Losses: seen}, true)
 	if err != nil {
 		t.Fatal(err)

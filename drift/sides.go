@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
@@ -15,7 +16,7 @@ func FromSshare(out *shares.Table) []Side {
 	var stack []string
 	for i, r := range out.Rows {
 		s := &sides[i]
-		s.Key = Key{Account: r.Account, User: r.User, Partition: r.Partition}
+		s.Key = result.KeyOf(r.Account, r.User, r.Partition)
 		s.Depth = r.Depth
 		if r.Depth > 0 && r.Depth <= len(stack) {
 			s.Parent = stack[r.Depth-1]
@@ -55,7 +56,7 @@ func fromTree(dst []Side, t *fairshare.Tree, vals, bounds []fairshare.Values) []
 	for i := range sides {
 		a := t.Association(i)
 		s := &sides[i]
-		s.Key = Key{Account: a.Account, User: a.User, Partition: a.Partition}
+		s.Key = result.KeyOf(a.Account, a.User, a.Partition)
 		s.Depth = depthOf(i)
 		if a.Parent >= 0 {
 			s.Parent = t.Association(a.Parent).Account

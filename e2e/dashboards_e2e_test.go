@@ -119,7 +119,7 @@ var staticPanels = map[string]string{
 	"Sources up":         "up",
 	"Reported source up": "up",
 	"Stage errors":       "0 while healthy",
-	// known from slurmctld's boot at its first pass (drift.BootPhase),
+	// known from slurmctld's boot at its first pass (passes.BootPhase),
 	// pinned at the second: the same from then on
 	"Decay-pass phase": "the phase pinned at the second pass",
 	// the demo's jobs are billed as its slurm.conf says

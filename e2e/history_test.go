@@ -508,7 +508,7 @@ func halfLifeSeconds(t *testing.T, hl string) float64 {
 // slurmctld charges a job's end to RawUsage at once and computes the other
 // columns at its next pass. check in database mode judges them against
 // the usage they were computed from, the database just after the last
-// pass (engine.Inputs.SincePass): a report read 30 s after real 22.05's
+// pass (build.Inputs.SincePass): a report read 30 s after real 22.05's
 // pass (Fair Tree, history limits-1h 01) showing alice's job end (20,000
 // billing-seconds to alice, phys and root) has no formula drift; the
 // database does not hold that job, so usage drift shows it.

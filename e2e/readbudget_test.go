@@ -275,7 +275,7 @@ func startBudgetCluster(t *testing.T, release string, n int) *budgetCluster {
 	// at every pass, as on every real cluster. The running jobs' usage
 	// alone, started together, only rises, in proportion: a pass shows
 	// only as a rise, which reads under AccountingStorageEnforce=limits
-	// cannot tell from a job's end (drift.PassBetween).
+	// cannot tell from a job's end (passes.Between).
 	// READ_BUDGET_RUNNING_ONLY=1 leaves dave's job out (the test's first
 	// run, which read three times a period throughout before 01e6125).
 	ended, jobs := "", "3 running jobs and one ended"

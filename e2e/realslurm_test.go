@@ -15,6 +15,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -389,13 +390,13 @@ func isNull(n drift.Num) bool { return n != n }
 // the row of association n. The capture needs sshare -m.
 func treeInLftOrder(t *testing.T, out *shares.Table, tsv []byte) (tree *fairshare.Tree, order []int) {
 	t.Helper()
-	pos := map[drift.Key]int{}
+	pos := map[result.AssocKey]int{}
 	for i, l := range strings.Split(strings.TrimRight(string(tsv), "\n"), "\n") {
 		f := strings.Split(l, "\t")
 		if len(f) != 4 {
 			t.Fatalf("assoc-lft.tsv line %d: %q", i+1, l)
 		}
-		pos[drift.Key{Account: f[1], User: f[2], Partition: f[3]}] = i
+		pos[result.AssocKey{Account: f[1], User: f[2], Partition: f[3]}] = i
 	}
 	assocs, err := out.Associations()
 	if err != nil {
@@ -407,7 +408,7 @@ func treeInLftOrder(t *testing.T, out *shares.Table, tsv []byte) (tree *fairshar
 	}
 	key := func(i int) int {
 		a := assocs[i]
-		p, ok := pos[drift.Key{Account: a.Account, User: a.User, Partition: a.Partition}]
+		p, ok := pos[result.KeyOf(a.Account, a.User, a.Partition)]
 		if !ok {
 			t.Fatalf("%s/%s is not in assoc-lft.tsv", a.Account, a.User)
 		}

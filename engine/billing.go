@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
@@ -68,7 +69,7 @@ func billingRules(conf *slurmconf.Config) usage.BillingRules {
 // checkBilling checks the billing of the jobs read (compareBilling) by
 // conf's rules (billingRules) and returns a problem per partition where
 // slurmctld billed otherwise.
-func (in *Inputs) checkBilling(jobs []usage.Job, names map[uint32]string, conf *slurmconf.Config, rules usage.BillingRules) (problems []problem) {
+func checkBilling(in *build.Inputs, jobs []usage.Job, names map[uint32]string, conf *slurmconf.Config, rules usage.BillingRules) (problems []problem) {
 	in.Billing = compareBilling(jobs, rules, names, conf.ModTime.Unix())
 	for _, b := range in.Billing {
 		if x := b.Example; x != nil {

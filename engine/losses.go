@@ -7,16 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
-// lastLosses is how many of the last losses serve keeps and exports one
-// series each of (slurmdbd_fairshare_usage_loss_timestamp_seconds).
-const lastLosses = 20
-
-// usageLosses are the user associations whose RawUsage fell from read
+// UsageLosses are the user associations whose RawUsage fell from read
 // prev to read cur by more than decay and sshare's truncation explain,
 // seen without the database. slurmctld lowers an association's usage
 // only by decaying it at its passes; between prev's start and cur's end
@@ -27,17 +22,17 @@ const lastLosses = 20
 // users are counted: an account falls with its users. With resets
 // (PriorityUsageResetPeriod), one that zeroes root too between two reads
 // of one boot is the reset, not a loss.
-func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets bool) []result.UsageLoss {
+func UsageLosses(prev, cur *Reading, d float64, period time.Duration, resets bool) []result.UsageLoss {
 	if prev == nil || cur == nil || prev.Raw == nil || cur.Raw == nil {
 		return nil
 	}
 	span := cur.End.Sub(prev.Start) + period
 	f := math.Pow(d, max(0, span.Seconds()))
 	floor := func(before float64) float64 { return before*f - shares.UsageResolution }
-	var root drift.Key
+	var root result.AssocKey
 	for _, r := range cur.Out.Rows {
 		if r.Depth == 0 {
-			root = drift.Key{Account: r.Account, User: r.User, Partition: r.Partition}
+			root = result.KeyOf(r.Account, r.User, r.Partition)
 			break
 		}
 	}
@@ -54,7 +49,7 @@ func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets boo
 		if !ok || k.User == "" || now >= floor(was) {
 			continue
 		}
-		out = append(out, result.UsageLoss{AssocKey: result.AssocKey{Account: k.Account, User: k.User, Partition: k.Partition},
+		out = append(out, result.UsageLoss{AssocKey: k,
 			Kind: kind, At: cur.At, Before: was * f, After: now})
 	}
 	slices.SortFunc(out, func(a, b result.UsageLoss) int { return compareKeys(a.AssocKey, b.AssocKey) })
@@ -63,17 +58,4 @@ func usageLosses(prev, cur *Reading, d float64, period time.Duration, resets boo
 
 func compareKeys(a, b result.AssocKey) int {
 	return cmp.Or(strings.Compare(a.Account, b.Account), strings.Compare(a.User, b.User), strings.Compare(a.Partition, b.Partition))
-}
-
-// addLosses counts ls into l and keeps the last lastLosses of them, the
-// latest one of each association and kind (one series each).
-func addLosses(l *result.Losses, ls []result.UsageLoss) {
-	for _, x := range ls {
-		l.Counts[x.Kind]++
-		l.Last = slices.DeleteFunc(l.Last, func(y result.UsageLoss) bool { return y.AssocKey == x.AssocKey && y.Kind == x.Kind })
-		l.Last = append(l.Last, x)
-	}
-	if n := len(l.Last); n > lastLosses {
-		l.Last = slices.Clone(l.Last[n-lastLosses:])
-	}
 }

@@ -5,13 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
 
-// TestUsageLosses (issue 30): between two reads slurmctld's RawUsage only
+// TestUsageLosses: between two reads slurmctld's RawUsage only
 // decays and rises; a user's fall beyond decay over the reads' span and a
 // pass, and sshare's truncation, is a loss, counted by kind; an account
 // falling with its user, a usage reset zeroing root, and plain decay are
@@ -23,7 +22,7 @@ func TestUsageLosses(t *testing.T) {
 	boot := t0.Add(-time.Hour)
 	read := func(at time.Time, boot time.Time, root, acct, alice, bob float64) *Reading {
 		out := &shares.Table{Rows: []shares.Row{{Account: "root"}, {Account: "phys", Depth: 1}, {Account: "phys", User: "alice", Depth: 2}, {Account: "phys", User: "bob", Depth: 2}}}
-		raw := map[drift.Key]float64{{Account: "root"}: root, {Account: "phys"}: acct, {Account: "phys", User: "alice"}: alice, {Account: "phys", User: "bob"}: bob}
+		raw := map[result.AssocKey]float64{{Account: "root"}: root, {Account: "phys"}: acct, {Account: "phys", User: "alice"}: alice, {Account: "phys", User: "bob"}: bob}
 		return &Reading{Out: out, Raw: raw, Start: at, End: at.Add(time.Second), At: at.Add(time.Second / 2), Boot: boot}
 	}
 	decayed := func(v float64) float64 { return math.Floor(v * math.Pow(d, 61)) }
@@ -41,7 +40,7 @@ func TestUsageLosses(t *testing.T) {
 			[]string{"alice/" + result.LossAcrossRestart}},
 		{"usage risen by jobs", read(t0.Add(time.Minute), boot, 110000, 110000, 85000, 25000), nil},
 	} {
-		got := usageLosses(prev, c.cur, d, period, true)
+		got := UsageLosses(prev, c.cur, d, period, true)
 		var names []string
 		for _, x := range got {
 			names = append(names, x.User+"/"+x.Kind)
@@ -52,19 +51,11 @@ func TestUsageLosses(t *testing.T) {
 	}
 	// without resets, or across a restart, usage zeroed is lost
 	zeroed := read(t0.Add(time.Minute), boot, 0, 0, 0, 0)
-	if got := usageLosses(prev, zeroed, d, period, false); len(got) != 2 {
+	if got := UsageLosses(prev, zeroed, d, period, false); len(got) != 2 {
 		t.Errorf("every user zeroed, no PriorityUsageResetPeriod: %d losses, want 2", len(got))
 	}
 	zeroed.Boot = t0.Add(30 * time.Second)
-	if got := usageLosses(prev, zeroed, d, period, true); len(got) != 2 || got[0].Kind != result.LossAcrossRestart {
+	if got := UsageLosses(prev, zeroed, d, period, true); len(got) != 2 || got[0].Kind != result.LossAcrossRestart {
 		t.Errorf("every user zeroed across a restart: %+v, want 2 across_restart", got)
-	}
-	// the last losses keep one series per association and kind
-	l := result.Losses{Counts: map[string]int{}}
-	loss := result.UsageLoss{AssocKey: result.AssocKey{Account: "phys", User: "bob"}, Kind: result.LossBetweenPasses}
-	addLosses(&l, []result.UsageLoss{loss})
-	addLosses(&l, []result.UsageLoss{loss})
-	if l.Counts[result.LossBetweenPasses] != 2 || len(l.Last) != 1 {
-		t.Errorf("counts %v, last %v: want 2 counted, one kept", l.Counts, l.Last)
 	}
 }

@@ -8,16 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmstate"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
-// TestStateFileOfItsBoot (issue 30): priority_last_decay_ran gives the
+// TestStateFileOfItsBoot: priority_last_decay_ran gives the
 // phase at a moment only if the boot of slurmctld that wrote it was
 // running then; a past --at, or a file another boot wrote, leaves the
 // phase unknown and says why, instead of taking today's phase (seen: a
@@ -57,36 +55,11 @@ func TestStateFileOfItsBoot(t *testing.T) {
 	}
 }
 
-// TestTailsByBoot (issue 30): the tails of jobs that ended since
-// slurmctld's boot are judged at the phase's uncertainty and passJitter,
-// those before it (BootTails) at a whole period; without the boot or the
-// phase, every tail at a whole period.
-func TestTailsByBoot(t *testing.T) {
-	in := &Inputs{Passes: fairshare.Passes{Period: 60}, Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second},
-		TailRisk: usage.TailRisk{Rate: []float64{10, 4}, Most: []float64{600, 240}}}
-	whole := in.tails()
-	if len(whole) != 1 || whole[0].Window != 60 {
-		t.Fatalf("boot unknown: %+v, want every tail at 60 s", whole)
-	}
-	in.BootTails = &usage.TailRisk{Rate: []float64{3, 0}, Most: []float64{180, 0}}
-	parts := in.tails()
-	if len(parts) != 2 || parts[0].Window != 2 || parts[1].Window != 60 {
-		t.Fatalf("boot known: windows %+v, want 2 s since the boot, 60 s before", parts)
-	}
-	if parts[0].Rate[0] != 7 || parts[0].Most[0] != 420 || parts[1].Rate[0] != 3 || parts[0].Rate[1] != 4 {
-		t.Errorf("split %+v", parts)
-	}
-	in.Phase = result.Phase{Source: result.PhaseUnknown, Uncertainty: time.Minute}
-	if p := in.tails(); len(p) != 1 || p[0].Window != 60 {
-		t.Errorf("phase unknown: %+v, want every tail at 60 s", p)
-	}
-}
-
-// TestBootPhase: slurmctld's passes fall within drift.BootPhase of its
+// TestBootPhase: slurmctld's passes fall within passes.BootPhase of its
 // boot modulo the period, on every recording of real Slurm (22.05, 24.11,
 // 26.05) that saved both its BOOT_TIME (scontrol show config, in the
 // recording host's zone) and priority_last_decay_ran: the seed the phase
-// tracker starts from (drift.PhaseTracker.SeedBoot).
+// tracker starts from (passes.PhaseTracker.SeedBoot).
 func TestBootPhase(t *testing.T) {
 	configs, err := filepath.Glob("../testdata/recordings/*/*/*/scontrol-show-config.txt")
 	if err != nil {
@@ -129,13 +102,13 @@ func TestBootPhase(t *testing.T) {
 		}
 		// both stamped in whole seconds: a pass up to 2 s after the boot
 		// shows as 0 or 1 s
-		if off >= drift.BootPhase {
-			t.Errorf("%s: last pass %v, boot %v: %v after the boot modulo %v, beyond %v", dir, ran, boot, off, period, drift.BootPhase)
+		if off >= passes.BootPhase {
+			t.Errorf("%s: last pass %v, boot %v: %v after the boot modulo %v, beyond %v", dir, ran, boot, off, period, passes.BootPhase)
 		}
 		n++
 	}
 	if n < 50 {
 		t.Fatalf("%d recordings with a boot time and a state file, want the 54 recorded", n)
 	}
-	t.Logf("%d recordings: every pass within %v of the boot's phase", n, drift.BootPhase)
+	t.Logf("%d recordings: every pass within %v of the boot's phase", n, passes.BootPhase)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -16,7 +17,7 @@ import (
 // capture: lft/rgt still there, lineage, account flags, per-QOS usage
 // tables) is logged at info once when first read, not again while it
 // stays, and again when it changes (acct_table.flags dropped, seen at the
-// Refresher's next look at the schema); Build publishes it with the
+// Refresher's next look at the schema); build.Build publishes it with the
 // cluster. A change with no conversion is seen at the next look, a
 // conversion (convert_version_table raised, as slurmdbd does when it
 // upgrades the database) at the next refresh.
@@ -52,7 +53,7 @@ func TestSchemaLogged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := Build(in)
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,8 +59,8 @@ func (c Clock) orWall() Clock {
 // wait is how long the wall clock takes for d of c's time to pass.
 func (c Clock) wait(d time.Duration) time.Duration { return time.Duration(float64(d) / c.Speed) }
 
-// until is how long the wall clock takes to reach c's moment t.
-func (c Clock) until(t time.Time) time.Duration { return c.wait(t.Sub(c.Now())) }
+// Until is how long the wall clock takes to reach c's moment t.
+func (c Clock) Until(t time.Time) time.Duration { return c.wait(t.Sub(c.Now())) }
 
 // dbSource is the slurmdbd database.
 type dbSource struct {

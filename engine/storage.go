@@ -41,6 +41,10 @@ const maxPassFile = 4 << 10
 // (JSON alone) are refused once and replaced at the next save.
 var passFile = sealed.Kind{Magic: "slurmdbd_exporter passes\n", Format: 1, What: "saved pass phase"}
 
+// RecallPasses gives the engine's tracker the pass phase an earlier run
+// kept (recallPasses).
+func (e *Engine) RecallPasses() { e.recallPasses(e.o.tracker) }
+
 // recallPasses gives the tracker the pass phase an earlier run kept for
 // slurm.conf's cluster: the tracker takes it, as a belief the reads must
 // confirm, if slurmctld still runs the boot it was pinned for. A file
@@ -77,17 +81,17 @@ func (e *Engine) recallPasses(t *Tracker) {
 // kept).
 func (e *Engine) passesPath() string { return e.storageFile(e.conf.ClusterName, ".passes") }
 
-// forgetPasses says why the reads dropped a recalled pass phase (Tracker.Dropped),
-// if they did.
-func (e *Engine) forgetPasses(t *Tracker) {
-	if why := t.Dropped(); why != "" {
+// ForgetPasses says why the reads dropped a recalled pass phase
+// (Tracker.Dropped), if they did.
+func (e *Engine) ForgetPasses() {
+	if why := e.o.tracker.Dropped(); why != "" {
 		e.o.log.Warn().Str("file", e.passesPath()).Str("contradicted_by", why).Msg("saved pass phase dropped: a read contradicted it; inferring the phase from the reads")
 	}
 }
 
-// keepPasses saves the pass phase the tracker pinned, when it changed
+// KeepPasses saves the pass phase the tracker pinned, when it changed
 // since the last save (once per boot, in practice).
-func (e *Engine) keepPasses(m PassMemory) {
+func (e *Engine) KeepPasses(m PassMemory) {
 	path := e.passesPath()
 	if path == "" {
 		return

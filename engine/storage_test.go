@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -161,7 +162,7 @@ func storageExporter(t *testing.T, dsn, dir string) (*Engine, *bytes.Buffer) {
 // in the storage directory may hang it.
 func usageAt(t *testing.T, e *Engine) map[string]float64 {
 	t.Helper()
-	done := make(chan *Inputs, 1)
+	done := make(chan *build.Inputs, 1)
 	go func() {
 		in, err := e.Refresh(context.Background(), "v2411", time.Unix(1795320600, 0))
 		if err != nil {
@@ -169,7 +170,7 @@ func usageAt(t *testing.T, e *Engine) map[string]float64 {
 		}
 		done <- in
 	}()
-	var in *Inputs
+	var in *build.Inputs
 	select {
 	case in = <-done:
 	case <-time.After(10 * time.Second):

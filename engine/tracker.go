@@ -8,6 +8,7 @@ import (
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
@@ -30,14 +31,14 @@ type Tracker struct {
 	clock Clock
 
 	mu sync.Mutex
-	t  *drift.PhaseTracker
+	t  *passes.PhaseTracker
 	// period is PriorityCalcPeriod and decay the decay factor per
 	// second, which the refresh loop sets (SetConf) as it rereads
 	// slurm.conf
 	period time.Duration
 	decay  float64
 	// chargeAtEnd: AccountingStorageEnforce=limits, under which a job's
-	// end raises RawUsage between passes (drift.PassBetween)
+	// end raises RawUsage between passes (passes.Between)
 	chargeAtEnd bool
 	boot        time.Time // slurmctld's, as last asked
 	// askBoot: ask slurmctld's boot at the next read (the first, one
@@ -46,7 +47,7 @@ type Tracker struct {
 	askBoot bool
 	// proc is the slurmctld process last seen (TrackerConfig.Process)
 	proc slurmstate.Process
-	// passes counts the passes seen between reads (drift.PassBetween):
+	// passes counts the passes seen between reads (passes.Between):
 	// what the phase tracker is given, so that a job's end charged
 	// between passes is not taken for one
 	passes uint64
@@ -88,7 +89,7 @@ func (t *Tracker) Memory() (m PassMemory, ok bool) {
 }
 
 // Recall gives the tracker a phase kept from before: a belief the reads
-// confirm or drop (drift.PhaseTracker.Seed), if the first read shows the
+// confirm or drop (passes.PhaseTracker.Seed), if the first read shows the
 // same boot and period.
 func (t *Tracker) Recall(m PassMemory) {
 	t.mu.Lock()
@@ -132,7 +133,7 @@ type TrackerConfig struct {
 	StateDir string
 	// Period is PriorityCalcPeriod.
 	Period time.Duration
-	// Confirm is drift.PhaseTracker.Confirm: 1 for serve, which reads for
+	// Confirm is passes.PhaseTracker.Confirm: 1 for serve, which reads for
 	// hours; 0 for check, which brackets one pass a second apart and
 	// exits.
 	Confirm int
@@ -146,7 +147,7 @@ func NewTracker(c TrackerConfig) *Tracker {
 // Reading is one read of the reported side, with its references.
 type Reading struct {
 	Out *shares.Table
-	Raw map[drift.Key]float64 // Out's RawUsage
+	Raw map[result.AssocKey]float64 // Out's RawUsage
 	// At is the middle of the read, from Start to End; Took includes
 	// asking for the boot time.
 	At, Start, End time.Time
@@ -177,7 +178,7 @@ type Reading struct {
 type Ref struct {
 	ID  int
 	At  time.Time // zero: unknown
-	Raw map[drift.Key]float64
+	Raw map[result.AssocKey]float64
 }
 
 func (r *Reading) ref() *Ref { return &Ref{ID: r.ID, At: r.At, Raw: r.Raw} }
@@ -197,22 +198,12 @@ func (r *Reading) LagReference(period time.Duration) *Ref {
 // PassRaw is the usage of the first read after slurmctld's last pass
 // (drift.Input.PassRaw), where it differs from this read's and came at
 // most a period before it (0: any time before; nil: none).
-func (r *Reading) PassRaw(period time.Duration) map[drift.Key]float64 {
+func (r *Reading) PassRaw(period time.Duration) map[result.AssocKey]float64 {
 	p := r.PassRead
 	if p == nil || maps.Equal(p.Raw, r.Raw) || (period > 0 && r.At.Sub(p.At) > period) {
 		return nil
 	}
 	return p.Raw
-}
-
-// After reports whether r shows slurmctld's usage after pass, a pass
-// known to within u that may have fallen during r (Inputs.PassNear): r
-// closed a bracket (a pass seen since the read before it), and that read
-// began after the pass a period earlier could have fallen, so the pass
-// seen is this one. sshare's values are one snapshot, on one side of it.
-func (r *Reading) After(pass time.Time, period, u time.Duration) bool {
-	// Follow: PassGap is then from the read before's start to r's end
-	return r.Pass && r.End.Add(-r.PassGap).After(pass.Add(u-period))
 }
 
 // Follow makes r the read after prev (nil: r is the first), setting the
@@ -237,7 +228,7 @@ func (t *Tracker) SetConf(conf *slurmconf.Config) {
 	}
 	t.mu.Lock()
 	t.period = conf.PriorityCalcPeriod
-	t.decay = fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
+	t.decay = conf.Passes().D()
 	t.chargeAtEnd = conf.EnforceLimits()
 	t.mu.Unlock()
 }
@@ -287,12 +278,12 @@ func (t *Tracker) restarted() bool {
 // lost: r shows usage lost since the last read, which a restart from an
 // older checkpoint does.
 func (t *Tracker) lost(r *Reading) bool {
-	return t.prev != nil && t.decay > 0 && len(usageLosses(t.prev, r, t.decay, t.period, false)) > 0
+	return t.prev != nil && t.decay > 0 && len(UsageLosses(t.prev, r, t.decay, t.period, false)) > 0
 }
 
 // observe records a good read, slurmctld having booted at r.Boot (zero:
 // unknown): whether a pass fell since the read before
-// (drift.PassBetween), whether slurmctld is settling
+// (passes.Between), whether slurmctld is settling
 // (drift.Input.Settling), the phase, and r's references. A new
 // PriorityCalcPeriod or a restart of slurmctld, which starts its passes
 // at a new phase, starts the inference afresh.
@@ -303,7 +294,7 @@ func (t *Tracker) observe(r *Reading, asked bool) {
 		t.askBoot = r.BootErr != nil || r.Boot.IsZero()
 	}
 	first := t.prev == nil
-	r.Pass = !first && drift.PassBetween(t.prev.Out, r.Out, t.chargeAtEnd)
+	r.Pass = !first && passes.Between(t.prev.Out, r.Out, t.chargeAtEnd)
 	if r.Pass {
 		t.passes++
 	}
@@ -323,7 +314,7 @@ func (t *Tracker) observe(r *Reading, asked bool) {
 		t.boot = r.Boot
 	}
 	if p := t.period; p > 0 && (t.t == nil || t.t.Period != p || restarted) {
-		t.t = &drift.PhaseTracker{Period: p, Confirm: t.c.Confirm}
+		t.t = &passes.PhaseTracker{Period: p, Confirm: t.c.Confirm}
 		if !r.Boot.IsZero() {
 			t.t.SeedBoot(r.Boot)
 		}
@@ -410,7 +401,7 @@ func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Read
 		} else {
 			// a few minutes: a periodic usage reset is unlikely, and
 			// would be one
-			losses = append(losses, usageLosses(prev, r, t.decay, t.period, false)...)
+			losses = append(losses, UsageLosses(prev, r, t.decay, t.period, false)...)
 			r.Losses = append([]result.UsageLoss{}, losses...)
 		}
 		starts = append(starts, r.Start)
@@ -432,7 +423,7 @@ func (t *Tracker) ReadAcrossPass(ctx context.Context, wait time.Duration) (*Read
 			break
 		}
 		select {
-		case <-time.After(t.clock.until(next)):
+		case <-time.After(t.clock.Until(next)):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
@@ -27,7 +29,7 @@ import (
 // series take both from Reading.Follow.
 func TestReferences(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	usage := func(v float64) map[drift.Key]float64 { return map[drift.Key]float64{{Account: "a"}: v} }
+	usage := func(v float64) map[result.AssocKey]float64 { return map[result.AssocKey]float64{{Account: "a"}: v} }
 	read := func(id int, sec int, v float64, pass bool) *Reading {
 		at := t0.Add(time.Duration(sec) * time.Second)
 		return &Reading{ID: id, At: at, Start: at, End: at.Add(time.Second), Raw: usage(v), Pass: pass}
@@ -75,7 +77,8 @@ func TestReferences(t *testing.T) {
 // one, or none was seen, and serve judges it against the whole period.
 func TestReadAfterPass(t *testing.T) {
 	pass := time.Unix(1_800_000_060, 0)
-	const period, u = time.Minute, 2 * time.Second
+	in := &build.Inputs{Database: build.Database{Passes: fairshare.Passes{Period: 60, Phase: float64(pass.Unix())},
+		Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}}}
 	cases := []struct {
 		name       string
 		prev, read time.Duration // starts, from the pass
@@ -96,8 +99,8 @@ func TestReadAfterPass(t *testing.T) {
 		prev, r := at(c.prev), at(c.read)
 		r.Pass = c.seen
 		r.Follow(prev)
-		if got := r.After(pass, period, u); got != c.after {
-			t.Errorf("%s: After %v, want %v", c.name, got, c.after)
+		if _, got := in.ShownAfter([2]time.Time{r.Start, r.End}, r.Pass, r.PassGap); got != c.after {
+			t.Errorf("%s: after %v, want %v", c.name, got, c.after)
 		}
 	}
 }
@@ -119,7 +122,7 @@ func TestPassMemory(t *testing.T) {
 	conf := TrackerConfig{Period: time.Minute, Confirm: 1}
 	m := PassMemory{Boot: boot, Pass: pass, Uncertainty: 500 * time.Millisecond, Period: time.Minute}
 	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(t.TempDir()))
-	e.keepPasses(m)
+	e.KeepPasses(m)
 	for _, c := range []struct {
 		name    string
 		boot    time.Time
@@ -171,7 +174,7 @@ func TestPassFileSealed(t *testing.T) {
 	dir := t.TempDir()
 	e := New(&slurmconf.Config{ClusterName: "c"}, "", WithStorage(dir), WithLogger(zerolog.New(&logs)))
 	m := PassMemory{Boot: time.Unix(1_800_000_000, 0), Pass: time.Unix(1_800_000_017, 0), Uncertainty: time.Second, Period: time.Minute}
-	e.keepPasses(m)
+	e.KeepPasses(m)
 	path := filepath.Join(dir, "c.passes")
 	good, err := os.ReadFile(path)
 	if err != nil {
@@ -198,7 +201,7 @@ func TestPassFileSealed(t *testing.T) {
 	}
 }
 
-// TestTrackerReadBudget (issue 33): serve's reads of a simulated
+// TestTrackerReadBudget: serve's reads of a simulated
 // slurmctld (sim, its passes at its boot's schedule) under the engine's
 // clock. Knowing the boot, the tracker pins the phase at the first pass,
 // then reads once a period, and asks the boot once.
@@ -228,7 +231,7 @@ func TestTrackerReadBudget(t *testing.T) {
 		if _, u, ok := tr.pass(true, r.End); ok && pinned.IsZero() && u < 2*time.Second {
 			pinned = r.End
 		}
-		time.Sleep(tr.clock.until(tr.Next(r)))
+		time.Sleep(tr.clock.Until(tr.Next(r)))
 	}
 	if pinned.IsZero() || pinned.Sub(start) > 2*period {
 		t.Fatalf("phase pinned at %v, want within two periods of the start", pinned.Sub(start))
@@ -249,7 +252,7 @@ func TestTrackerReadBudget(t *testing.T) {
 	t.Logf("pinned after %v; %d reads in %.1f periods after", pinned.Sub(start), steady, periods)
 }
 
-// TestTrackerAsksBoot (issue 33): slurmctld's boot is asked at the first
+// TestTrackerAsksBoot: slurmctld's boot is asked at the first
 // read and when its process changes (a restart that keeps every value),
 // not at every read; without a way to see the process, at every read.
 func TestTrackerAsksBoot(t *testing.T) {

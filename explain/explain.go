@@ -1,7 +1,7 @@
 // Package explain answers "why is my priority low?": the path from root
 // with shares, usage, level_fs and rank, the factor under each algorithm
 // and what holds it down; a pending job's priority factor by factor; a
-// recovery forecast and what-if shares. It computes from engine.Inputs
+// recovery forecast and what-if shares. It computes from build.Inputs
 // and result.Cluster and writes tables and JSON; it reads nothing itself.
 package explain
 
@@ -17,8 +17,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
@@ -81,7 +81,7 @@ type Explanation struct {
 // running jobs, unrecorded job ends and finished jobs' tails leave
 // unknown of its RawUsage (drift.PassError.Parts), and sshare's integer
 // RawUsage, as check judges it.
-func UsageBounds(exps []Explanation, in *engine.Inputs) {
+func UsageBounds(exps []Explanation, in *build.Inputs) {
 	parts := in.PassError(nil).Parts(in.Tree)
 	for k := range exps {
 		if i := TreeIndex(in.Tree, exps[k].Path[len(exps[k].Path)-1]); i >= 0 {

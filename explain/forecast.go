@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
@@ -51,11 +51,11 @@ type ForecastExplanation struct {
 // Forecast is the recovery forecast of tree association i (user user)
 // under the default assumption; threshold 0 is the association's fair
 // level. extra are moments to show besides forecastAfter's.
-func Forecast(in *engine.Inputs, i int, user string, threshold float64, extra ...time.Duration) (*ForecastExplanation, error) {
+func Forecast(in *build.Inputs, i int, user string, threshold float64, extra ...time.Duration) (*ForecastExplanation, error) {
 	f := in.Forecast().Quiet(i)
 	t := in.Tree
 	users := float64(t.Users())
-	x := &ForecastExplanation{Algorithm: string(f.Algorithm), Window: humanDuration(in.ForecastWindow), Horizon: humanDuration(engine.RecoveryHorizon), ThresholdFrom: "flag"}
+	x := &ForecastExplanation{Algorithm: string(f.Algorithm), Window: humanDuration(in.ForecastWindow), Horizon: humanDuration(build.RecoveryHorizon), ThresholdFrom: "flag"}
 	jobs := len(f.Jobs)
 	x.Assumptions = []string{
 		fmt.Sprintf("%s submits no new jobs", user),
@@ -88,7 +88,7 @@ func Forecast(in *engine.Inputs, i int, user string, threshold float64, extra ..
 		x.ThresholdRank = int32(math.Ceil(threshold * users))
 	}
 	x.Threshold = drift.Num(threshold)
-	cs, err := f.Crossings([]int{i}, []float64{threshold}, engine.RecoveryHorizon.Seconds(), engine.RecoveryStep.Seconds())
+	cs, err := f.Crossings([]int{i}, []float64{threshold}, build.RecoveryHorizon.Seconds(), build.RecoveryStep.Seconds())
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ type WhatIf struct {
 // Shares recomputes the inputs' tree with the changed shares (flags:
 // as given, for the heading); user (if not empty) keeps only that user's
 // rows.
-func Shares(in *engine.Inputs, changes []fairshare.ShareChange, flags []string, user string) (*WhatIf, error) {
+func Shares(in *build.Inputs, changes []fairshare.ShareChange, flags []string, user string) (*WhatIf, error) {
 	alg, damp := in.Settings.Algorithm, in.Settings.Dampening
 	edited, err := in.Tree.WithShares(changes)
 	if err != nil {

@@ -6,17 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 // demoForecast is a Synthetic Fair Tree cluster's inputs with a rate for
 // every user but one, which has a job.
-func demoForecast(t *testing.T) (*engine.Inputs, int) {
+func demoForecast(t *testing.T) (*build.Inputs, int) {
 	tr := fairshare.Synthetic(300, 3, 9)
-	in := &engine.Inputs{Name: "c", Tree: tr, Settings: engine.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1},
-		Passes: fairshare.Passes{HalfLife: 86400, Period: 300}, Computed: time.Unix(1_800_000_000, 0), ForecastRate: make([]float64, tr.Len()), ForecastWindow: 7 * 24 * time.Hour}
+	in := &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1}, Database: build.Database{Tree: tr, Passes: fairshare.Passes{HalfLife: 86400, Period: 300}, Computed: time.Unix(1_800_000_000, 0), ForecastRate: make([]float64, tr.Len()), ForecastWindow: 7 * 24 * time.Hour}}
 	u := -1
 	root := tr.Association(tr.Root()).RawUsage
 	for i := range tr.Len() {
@@ -149,7 +148,7 @@ func TestRecoveryMetricAgreesWithExplain(t *testing.T) {
 				want = *x.CrossingSeconds
 				finite++
 			}
-			got, ok := r.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}]
+			got, ok := r.Seconds[result.KeyOf(a.Account, a.User, a.Partition)]
 			if !ok || got != want {
 				t.Errorf("%s: %s: metric %v (present %v), explain --forecast %v", alg, a.User, got, ok, want)
 			}

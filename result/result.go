@@ -43,10 +43,15 @@ type Association struct {
 	Recovery float64
 }
 
-// AssocKey names an association across refreshes, whose trees may differ.
+// AssocKey names an association across refreshes and sources (the
+// database's tree, what Slurm reports), whose trees may differ. Account
+// names are unique in Slurm, so an account is its name with no user.
 type AssocKey struct {
 	Account, User, Partition string
 }
+
+// KeyOf is the key of the association of account, user and partition.
+func KeyOf(account, user, partition string) AssocKey { return AssocKey{account, user, partition} }
 
 // Recovery is how long each user association's factor takes to reach its
 // fair level under the forecast's default assumption (docs/forecast.md),
@@ -221,7 +226,7 @@ const (
 	PhaseStateFile = "state_file" // priority_last_decay_ran
 	PhaseInferred  = "inferred"   // from successive reports
 	// PhaseBoot: from slurmctld's boot time alone, its passes within
-	// drift.BootPhase of it modulo the period (a replay, which has no
+	// passes.BootPhase of it modulo the period (a replay, which has no
 	// reads to confirm it)
 	PhaseBoot    = "boot"
 	PhaseUnknown = "unknown"
@@ -357,6 +362,18 @@ type Source struct {
 	Up          bool
 	LastSuccess time.Time
 }
+
+// Stages of a refresh, as the stage label of the exporter's metrics.
+const (
+	StageConfig   = "config"   // reading slurm.conf
+	StageConnect  = "connect"  // opening the database
+	StageDB       = "db"       // reading associations and rebuilding usage
+	StageExtras   = "extras"   // pending jobs and Maui windows
+	StageReported = "reported" // sshare or slurmrestd
+	StageBuild    = "build"    // algorithms and drift
+	StagePublish  = "publish"  // rendering the exposition
+	StageForecast = "forecast" // the recovery metric's inputs and forecast
+)
 
 // Stage is one step of a refresh.
 type Stage struct {

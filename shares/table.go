@@ -123,6 +123,15 @@ func (o *Table) FillMissingFactor(dampening float64) {
 	}
 }
 
+// Algorithm is the algorithm the columns show: only Fair Tree prints
+// LevelFS; classic and depth_oblivious print alike, as classic.
+func (o *Table) Algorithm() fairshare.Algorithm {
+	if o.Has(LevelFS) {
+		return fairshare.AlgorithmFairTree
+	}
+	return fairshare.AlgorithmClassic
+}
+
 // Has reports whether the output has the column.
 func (o *Table) Has(col string) bool {
 	for _, c := range o.Columns {

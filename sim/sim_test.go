@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/passes"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 )
 
@@ -61,7 +61,7 @@ func TestRebuildMatchesSlurmctld(t *testing.T) {
 }
 
 // TestPassesShowOnlyAtPasses: as real slurmctld's sshare, two reports
-// show a decay pass (drift.PassBetween, which the exporter's phase
+// show a decay pass (passes.Between, which the exporter's phase
 // inference rests on) exactly when one fell between them: jobs' ends
 // charged in between raise RawUsage only, accounts' normalized and
 // effective usage are computed at passes.
@@ -79,7 +79,7 @@ func TestPassesShowOnlyAtPasses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := drift.PassBetween(prev, cur, s.conf.EnforceLimits()), s.lastPass != last; got != want {
+		if got, want := passes.Between(prev, cur, s.conf.EnforceLimits()), s.lastPass != last; got != want {
 			t.Errorf("t=%d: pass seen %v, pass fell %v", s.t, got, want)
 		}
 		if s.lastPass != last {

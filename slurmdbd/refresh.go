@@ -90,7 +90,7 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 	if f.names, err = c.db.TRESNames(ctx); err != nil {
 		return nil, err
 	}
-	atSec := float64(at.UnixNano()) / 1e9
+	atSec := fairshare.Seconds(at)
 	f.in = usage.Inputs{Assocs: f.tree.Assocs, Node: r.assocs.node, UsageFactor: usageFactors(f.qos), LastHourly: f.lastRan.Hourly,
 		Passes: r.Passes, At: atSec, Location: loc, AllTRES: c.AllTRES, RowsByQOS: l.QOSUsage && anyFactor(f.qos)}
 	since := int64(0)

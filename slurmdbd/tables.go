@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
@@ -40,7 +41,7 @@ func (t *Tables) Snapshot(at time.Time, ref *Refresher) (*Snapshot, error) {
 	}
 	lastRan := t.LastRan.asOf(at.Unix(), loc)
 	in := usage.Inputs{Assocs: tree.Assocs, Node: nodes(rows, tree), UsageFactor: usageFactors(t.QOS), LastHourly: lastRan.Hourly,
-		Passes: ref.Passes, At: float64(at.UnixNano()) / 1e9, Location: loc}
+		Passes: ref.Passes, At: fairshare.Seconds(at), Location: loc}
 	if !ref.Since.IsZero() {
 		in.Since = float64(ref.Since.Unix())
 	}

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/testenv"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 )
 
 const (
@@ -52,7 +53,7 @@ func TestPromtool(t *testing.T) {
 // what the exporter exports: metric names and label names from the
 // collector's descriptors (plus the rules' own records and the target
 // labels), and the values of the labels the alerts select on (drift kind
-// and value, source, stage) from what engine.Build and the refresh loop
+// and value, source, stage) from what build.Build and the refresh loop
 // emit, so a selector that can never match fails here rather than stays
 // silent in production.
 func TestRulesUseExportedMetrics(t *testing.T) {
@@ -232,14 +233,14 @@ func TestEveryAlertTested(t *testing.T) {
 
 // exportedValues are the values the exporter gives the labels the rules
 // select on: drift kinds and values from the demo cluster (Fair Tree, the
-// superset: rank drift exists only there), built by engine.Build like a
+// superset: rank drift exists only there), built by build.Build like a
 // real one; sources from the same snapshot; stages from the refresh loop.
 // "value/<kind>" lists the values of one kind.
 func exportedValues(t *testing.T) map[string][]string {
 	t.Helper()
-	snap := engine.Demo(time.Unix(1.8e9, 0), 50)
+	snap := buildtest.Demo(time.Unix(1.8e9, 0), 50)
 	v := map[string][]string{
-		"stage": {engine.StageConfig, engine.StageConnect, engine.StageDB, engine.StageExtras, engine.StageReported, engine.StageBuild, engine.StagePublish},
+		"stage": {result.StageConfig, result.StageConnect, result.StageDB, result.StageExtras, result.StageReported, result.StageBuild, result.StagePublish},
 	}
 	add := func(label, value string) {
 		if !slices.Contains(v[label], value) {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
 // A capture is one moment of a cluster as the exporter reads it, in a
@@ -53,7 +55,7 @@ type Moment struct {
 	Dumped float64 `json:"dumped,omitempty"`
 }
 
-// dumpAfter is how long after the read the dump waits: engine.RecordDelay,
+// dumpAfter is how long after the read the dump waits: build.RecordDelay,
 // after which the database holds every job end slurmctld had charged by
 // the read (make end-records).
 const dumpAfter = 3 * time.Second
@@ -137,7 +139,7 @@ func (m Moment) Middle() time.Time {
 }
 
 // UnixSeconds is t as fractional unix seconds, as moments are recorded.
-func UnixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+func UnixSeconds(t time.Time) float64 { return fairshare.Seconds(t) }
 
 // zonePath is the file of the cluster's time zone: its own (HourAt), or
 // the host's.

@@ -1,8 +1,7 @@
-package engine
+package build
 
 import (
 	"cmp"
-	"context"
 	"math"
 	"slices"
 	"strings"
@@ -10,9 +9,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
 // PendingJob is one pending job in one partition, ready for
@@ -32,87 +28,6 @@ type Priorities struct {
 	Config  priority.Config
 	Cluster priority.Cluster
 	Jobs    []PendingJob
-}
-
-// pendingJobs reads the jobs pending at at and what normalizes their
-// factors: the cluster's TRES, QOS and association priorities, and
-// slurm.conf's partitions. sprio leaves out jobs not yet eligible and held
-// ones (priority 0); so does this.
-func (e *Engine) pendingJobs(ctx context.Context, c ClusterSource, in *Inputs) (*Priorities, []slurmdbd.PendingJob, error) {
-	at := in.Computed
-	rows, err := c.PendingJobs(ctx, at)
-	if err != nil {
-		return nil, nil, err
-	}
-	if in.Name != e.conf.ClusterName || e.conf.PriorityType != "priority/multifactor" {
-		// the weights in slurm.conf are its cluster's, and only
-		// priority/multifactor weighs factors
-		return nil, rows, nil
-	}
-	p := &Priorities{Config: e.conf.Priority()}
-	tres, _, err := c.ClusterTRES(ctx, at)
-	if err != nil {
-		return nil, nil, err
-	}
-	names, qos := in.tresNames, in.qos
-	clusterTRES := map[string]float64{}
-	for _, t := range tres {
-		clusterTRES[names[uint32(t[0])]] = float64(t[1])
-	}
-	p.Cluster.CPUs, p.Cluster.Nodes = clusterTRES["cpu"], clusterTRES["node"]
-	for _, q := range qos {
-		p.Cluster.MaxQOS = max(p.Cluster.MaxQOS, float64(q.Priority))
-	}
-	parts := map[string]slurmconf.Partition{}
-	partTRES := map[string]map[string]float64{} // nil: unknown
-	for _, pt := range e.conf.Partitions {
-		parts[pt.Name] = pt
-		p.Cluster.MaxPartition = max(p.Cluster.MaxPartition, float64(pt.PriorityJobFactor))
-		if e.conf.AllNodes(pt) {
-			partTRES[pt.Name] = clusterTRES
-		}
-	}
-	for _, v := range in.assocPriority {
-		p.Cluster.MaxAssoc = max(p.Cluster.MaxAssoc, float64(v))
-	}
-	index := make(map[uint32]int, len(in.assocIDs))
-	for i, id := range in.assocIDs {
-		index[id] = i
-	}
-	for _, r := range rows {
-		use := r.Eligible
-		if p.Config.AccrueAlways {
-			use = r.Submit
-		}
-		if r.Priority == 0 || use == 0 || use > at.Unix() {
-			continue
-		}
-		j := PendingJob{ID: r.ID, ArrayTask: r.ArrayTask, Assoc: -1, Account: r.Account, QOS: qos[r.QOS].Name}
-		j.Job = priority.Job{Submit: r.Submit, Eligible: r.Eligible, CPUs: float64(r.CPUs), Nodes: float64(r.Nodes),
-			TimeLimit: float64(r.TimeLimit), QOSPriority: float64(qos[r.QOS].Priority)}
-		if i, ok := index[r.Assoc]; ok {
-			a := in.Tree.Association(i)
-			j.Assoc, j.User = i, a.User
-			if in.assocPriority != nil {
-				j.Job.AssocPriority = float64(in.assocPriority[i])
-			}
-		}
-		if counts, err := usage.TRESCounts(r.TRESReq); err == nil {
-			j.Job.TRES = make(map[string]float64, len(counts))
-			for _, t := range counts {
-				j.Job.TRES[names[uint32(t[0])]] = float64(t[1])
-			}
-		}
-		for _, name := range r.Partitions {
-			j.Partition = name
-			pt := parts[name]
-			j.Job.PartitionFactor = float64(pt.PriorityJobFactor)
-			j.Job.PartitionTRES = partTRES[name]
-			j.Job.PartitionMaxTime = float64(pt.MaxTime)
-			p.Jobs = append(p.Jobs, j)
-		}
-	}
-	return p, rows, nil
 }
 
 // jobPriorities computes each pending job's priority with the fairshare

@@ -1,4 +1,4 @@
-package engine
+package serve
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
@@ -22,12 +23,12 @@ import (
 // rows and the listing to take, and publishes the database's values
 // without a comparison, rather than matching erin's rows in order.
 func TestServeRefusesAmbiguousReport(t *testing.T) {
-	read := func(name string) *Reading {
+	read := func(name string) *engine.Reading {
 		out, err := sshare.ParseFile(filepath.Join("..", "testdata", "slurm-22.05", name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &Reading{Out: out}
+		return &engine.Reading{Out: out}
 	}
 	withPartitions := read("idle-fairtree-m.txt").Out
 	db, err := withPartitions.Tree()
@@ -42,7 +43,7 @@ func TestServeRefusesAmbiguousReport(t *testing.T) {
 		now := time.Unix(2e9, 0)
 		col := collector.New()
 		l := testLoop(&slurmconf.Config{ClusterName: "c"}, col, &now, Schedule{StaleAfter: time.Hour},
-			WithLogger(zerolog.New(&logs)), WithTracker(NewTracker(TrackerConfig{Period: time.Minute})))
+			engine.WithLogger(zerolog.New(&logs)), engine.WithTracker(engine.NewTracker(engine.TrackerConfig{Period: time.Minute})))
 		in := inputs(db, fairshare.AlgorithmFairTree)
 		in.Computed = now
 		l.served["c"] = &served{last: in, reportFor: now} // no tree at the report: the Inputs' own is compared

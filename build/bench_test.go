@@ -1,4 +1,4 @@
-package engine
+package build_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 )
 
@@ -15,21 +17,21 @@ import (
 // tree and usage are those of the last refresh (between decay passes);
 // decayed: usage moved (a decay pass).
 func BenchmarkBuild(b *testing.B) {
-	in := demoInputs(time.Unix(1700000000, 0), 11112)
+	in := buildtest.Inputs(time.Unix(1700000000, 0), 11112)
 	// serve's defaults: no what-if views; the real 11k tree of make
 	// bench-scale has few pending jobs
 	in.Pending, in.MauiUsage, in.Priorities.Jobs = nil, nil, nil
 	// as in serve: the report is compared with the tree rebuilt at its
 	// moment, which later refreshes do not change
-	in.Report.Memo, in.Report.DB = &ReportMemo{}, in.Tree
+	in.Reported.Memo, in.Reported.DB = &build.ReportMemo{}, in.Tree
 	assocs := associations(in.Tree)
 	for _, bc := range []struct {
 		name  string
 		decay float64
 	}{{"same", 1}, {"decayed", 0.999}} {
 		b.Run(bc.name, func(b *testing.B) {
-			in.Memo = &BuildMemo{}
-			if _, err := Build(in); err != nil {
+			in.Memo = &build.BuildMemo{}
+			if _, err := build.Build(in); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
@@ -45,7 +47,7 @@ func BenchmarkBuild(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := Build(&c); err != nil {
+				if _, err := build.Build(&c); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -57,13 +59,13 @@ func BenchmarkBuild(b *testing.B) {
 // associations: with -benchmem, the garbage it makes, which sets the
 // exporter's peak RSS at that size.
 func BenchmarkCompare100k(b *testing.B) {
-	in := demoInputs(time.Unix(1700000000, 0), 100000)
+	in := buildtest.Inputs(time.Unix(1700000000, 0), 100000)
 	in.Pending, in.MauiUsage, in.Priorities.Jobs = nil, nil, nil
-	in.Report.DB = in.Tree
+	in.Reported.DB = in.Tree
 	b.ReportAllocs()
 	for b.Loop() {
-		in.Report.Memo = &ReportMemo{}
-		if _, err := memoCompare(in); err != nil {
+		in.Reported.Memo = &build.ReportMemo{}
+		if _, err := build.MemoCompare(in); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -75,7 +77,7 @@ func BenchmarkCompare100k(b *testing.B) {
 // running job for one in ten (committed: their jobs above their rate).
 func BenchmarkRecovery(b *testing.B) {
 	for _, n := range []int{11112, 100000} {
-		in := demoInputs(time.Unix(1700000000, 0), n)
+		in := buildtest.Inputs(time.Unix(1700000000, 0), n)
 		root := in.Tree.Association(in.Tree.Root()).RawUsage
 		in.ForecastRate = make([]float64, in.Tree.Len())
 		for i := range in.ForecastRate {

@@ -1,10 +1,8 @@
-package engine
+package serve
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,23 +11,10 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sim"
 )
-
-// simSource is sim's cluster as the engine's source (cli.SimSource, which
-// engine's tests cannot import).
-type simSource struct{ c *sim.Cluster }
-
-func (s simSource) Clusters(ctx context.Context) ([]string, error) { return s.c.Clusters(ctx) }
-func (s simSource) Close() error                                   { return s.c.Close() }
-func (s simSource) Cluster(ctx context.Context, name string) (ClusterSource, error) {
-	c, err := s.c.Cluster(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
 
 // beyondLog keeps what each publish says of drift beyond tolerance.
 type beyondLog struct {
@@ -82,20 +67,14 @@ func TestLoopWrongSavedPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	body, _ := json.Marshal(PassMemory{Boot: boot, Pass: boot.Add(period / 2), Uncertainty: 1590 * time.Millisecond, Period: period})
-	var file bytes.Buffer
-	if err := passFile.Seal(&file, body); err != nil {
-		t.Fatal(err)
-	}
+	// saved as serve saves it
+	engine.New(conf, "", engine.WithStorage(dir)).KeepPasses(engine.PassMemory{Boot: boot, Pass: boot.Add(period / 2), Uncertainty: 1590 * time.Millisecond, Period: period})
 	path := filepath.Join(dir, conf.ClusterName+".passes")
-	if err := os.WriteFile(path, file.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	var logs syncBuffer
-	tr := NewTracker(TrackerConfig{Read: c.Report, BootTime: c.Boot, Timeout: time.Minute, Interval: period, Period: period, Confirm: 1})
+	tr := engine.NewTracker(engine.TrackerConfig{Read: c.Report, BootTime: c.Boot, Timeout: time.Minute, Interval: period, Period: period, Confirm: 1})
 	tr.SetConf(conf)
-	e := New(conf, "", WithSource(simSource{c}), WithClock(Clock{Now: c.Now, Speed: speed}), WithTracker(tr),
-		WithStorage(dir), WithTolerance(drift.DefaultTolerance), WithLogger(zerolog.New(&logs)))
+	e := engine.New(conf, "", engine.WithSim(c, speed), engine.WithTracker(tr),
+		engine.WithStorage(dir), engine.WithTolerance(drift.DefaultTolerance), engine.WithLogger(zerolog.New(&logs)))
 	pub := &beyondLog{}
 	l := NewLoop(e, pub, Schedule{Interval: time.Second, StaleAfter: 3 * period})
 	done := make(chan struct{})

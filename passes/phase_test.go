@@ -1,4 +1,4 @@
-package drift
+package passes
 
 import (
 	"fmt"
@@ -369,7 +369,7 @@ func TestPhaseOperatorInterval(t *testing.T) {
 }
 
 // TestPhaseReadsWhileInferring: at most three reads a period until the
-// phase is pinned (issue 33), at a 1- and a 5-minute period, with a fast
+// phase is pinned, at a 1- and a 5-minute period, with a fast
 // and a 2-second sshare. With slurmctld's boot known (SeedBoot) the phase
 // is pinned and confirmed within two periods; without (slurmrestd, or
 // scontrol failing) each pass narrows the window to a third.

@@ -1,4 +1,4 @@
-package engine
+package build_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
@@ -20,14 +22,14 @@ func associations(t *fairshare.Tree) []fairshare.Association {
 	return as
 }
 
-// TestBuildMemo: Build with the memo of earlier builds publishes what a
-// Build without it computes, whatever input changed in between, and keeps
+// TestBuildMemo: build.Build with the memo of earlier builds publishes what a
+// build.Build without it computes, whatever input changed in between, and keeps
 // the associations when none did.
 func TestBuildMemo(t *testing.T) {
-	base := demoInputs(time.Unix(1700000000, 0), 400)
-	base.Report.Memo, base.Report.DB = &ReportMemo{}, base.Tree
+	base := buildtest.Inputs(time.Unix(1700000000, 0), 400)
+	base.Reported.Memo, base.Reported.DB = &build.ReportMemo{}, base.Tree
 	// a new tree equal to in's but for change, as a refresh reads it
-	retree := func(in *Inputs, change func([]fairshare.Association)) {
+	retree := func(in *build.Inputs, change func([]fairshare.Association)) {
 		as := associations(in.Tree)
 		change(as)
 		tree, err := fairshare.NewTree(as)
@@ -45,45 +47,45 @@ func TestBuildMemo(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		change func(in *Inputs)
+		change func(in *build.Inputs)
 	}{
-		{"nothing", func(in *Inputs) { retree(in, func([]fairshare.Association) {}) }},
-		{"usage", func(in *Inputs) { retree(in, func(as []fairshare.Association) { as[user].RawUsage *= 2 }) }},
-		{"shares", func(in *Inputs) { retree(in, func(as []fairshare.Association) { as[user].Shares++ }) }},
-		{"dampening", func(in *Inputs) { in.Settings.Dampening = 2 }},
-		{"algorithm", func(in *Inputs) { in.Settings.Algorithm = fairshare.AlgorithmClassic }},
-		{"tres", func(in *Inputs) {
+		{"nothing", func(in *build.Inputs) { retree(in, func([]fairshare.Association) {}) }},
+		{"usage", func(in *build.Inputs) { retree(in, func(as []fairshare.Association) { as[user].RawUsage *= 2 }) }},
+		{"shares", func(in *build.Inputs) { retree(in, func(as []fairshare.Association) { as[user].Shares++ }) }},
+		{"dampening", func(in *build.Inputs) { in.Settings.Dampening = 2 }},
+		{"algorithm", func(in *build.Inputs) { in.Settings.Algorithm = fairshare.AlgorithmClassic }},
+		{"tres", func(in *build.Inputs) {
 			in.TRES = maps.Clone(in.TRES)
 			in.TRES["cpu"] = slices.Clone(in.TRES["cpu"])
 			in.TRES["cpu"][user]++
 		}},
-		{"uncharged", func(in *Inputs) { in.Uncharged = make([]float64, in.Tree.Len()); in.Uncharged[user] = 1 }},
-		{"pending", func(in *Inputs) { in.Pending = slices.Clone(in.Pending); in.Pending[user] = !in.Pending[user] }},
-		{"maui", func(in *Inputs) { in.Maui.Decay = 0.5 }},
-		{"report", func(in *Inputs) {
-			r := *in.Report
-			r.Memo = &ReportMemo{}
+		{"uncharged", func(in *build.Inputs) { in.Uncharged = make([]float64, in.Tree.Len()); in.Uncharged[user] = 1 }},
+		{"pending", func(in *build.Inputs) { in.Pending = slices.Clone(in.Pending); in.Pending[user] = !in.Pending[user] }},
+		{"maui", func(in *build.Inputs) { in.Maui.Decay = 0.5 }},
+		{"report", func(in *build.Inputs) {
+			r := *in.Reported
+			r.Memo = &build.ReportMemo{}
 			r.Out = shares.Of(in.Tree, in.Tree.FairTree())
-			in.Report = &r
+			in.Reported = &r
 		}},
-		{"no report", func(in *Inputs) { in.Report = nil }},
+		{"no report", func(in *build.Inputs) { in.Reported = nil }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := *base
-			in.Memo = &BuildMemo{}
-			first, err := Build(&in)
+			in.Memo = &build.BuildMemo{}
+			first, err := build.Build(&in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			next := in
 			c.change(&next)
-			got, err := Build(&next)
+			got, err := build.Build(&next)
 			if err != nil {
 				t.Fatal(err)
 			}
 			next.Memo = nil
-			want, err := Build(&next)
+			want, err := build.Build(&next)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,9 +1,10 @@
-package engine
+package build_test
 
 import (
 	"math"
 	"testing"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 )
@@ -23,17 +24,17 @@ func TestJobPriorities(t *testing.T) {
 	a := tree.Association(user)
 	for _, alg := range []fairshare.Algorithm{fairshare.AlgorithmFairTree, fairshare.AlgorithmClassic} {
 		in := inputs(tree, alg)
-		p := &Priorities{}
+		p := &build.Priorities{}
 		p.Config.Weights[priority.FairShare] = 1000
 		p.Config.Weights[priority.QOS] = 500
 		p.Cluster.MaxQOS = 10
 		for _, qos := range []float64{0, 10, 10, 4} {
-			p.Jobs = append(p.Jobs, PendingJob{ID: uint32(len(p.Jobs) + 1), Assoc: user, Account: a.Account, User: a.User, Partition: "p1", QOS: "normal",
+			p.Jobs = append(p.Jobs, build.PendingJob{ID: uint32(len(p.Jobs) + 1), Assoc: user, Account: a.Account, User: a.User, Partition: "p1", QOS: "normal",
 				Job: priority.Job{QOSPriority: qos}})
 		}
-		p.Jobs = append(p.Jobs, PendingJob{ID: 9, Assoc: -1, Account: "gone", Partition: "p1", QOS: "normal"})
+		p.Jobs = append(p.Jobs, build.PendingJob{ID: 9, Assoc: -1, Account: "gone", Partition: "p1", QOS: "normal"})
 		in.Priorities, in.Detail = p, true
-		cl, err := Build(in)
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}

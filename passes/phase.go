@@ -1,4 +1,9 @@
-package drift
+// Package passes is slurmctld's decay passes as its reports show them:
+// whether one fell between two reads (Between) and where they fall
+// (PhaseTracker, BootPhase), inferred from successive reads when the
+// state file is unreadable. drift compares values; when the values were
+// computed is this package's question.
+package passes
 
 import (
 	"fmt"

@@ -1,20 +1,20 @@
-package engine
+// Package buildtest is a fixed synthetic cluster built by package
+// build, for the tests of build, collector and the alert rules: a
+// fixture, not product code.
+package buildtest
 
 import (
 	"math"
 	"math/rand/v2"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/priority"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 )
-
-// DemoAssociations is the default size of the demo cluster (serve --demo,
-// explain --demo: sim/).
-const DemoAssociations = 400
 
 // Demo is one fixed snapshot of a synthetic Fair Tree cluster, "demo", for
 // the collector's and the rules' tests and benchmarks (serve --demo runs
@@ -39,12 +39,12 @@ func Demo(now time.Time, n int) *result.Snapshot {
 	in := demoSource(now, n, stage)
 	var cl result.Cluster
 	var err error
-	stage(StageBuild, func() { cl, err = Build(in) })
+	stage(result.StageBuild, func() { cl, err = build.Build(in) })
 	if err != nil {
 		panic(err)
 	}
 	var snap *result.Snapshot
-	stage(StagePublish, func() {
+	stage(result.StagePublish, func() {
 		snap = &result.Snapshot{
 			Clusters:  []result.Cluster{cl},
 			Sources:   map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now}},
@@ -56,24 +56,26 @@ func Demo(now time.Time, n int) *result.Snapshot {
 	return snap
 }
 
-// demoInputs are the demo cluster's inputs, with a report.
-func demoInputs(now time.Time, n int) *Inputs {
+// Inputs are the demo cluster's inputs, with a report.
+func Inputs(now time.Time, n int) *build.Inputs {
 	return demoSource(now, n, func(_ string, run func()) { run() })
 }
 
 // demoSource makes the demo cluster's inputs stage by stage, as a refresh
 // reads a real cluster's: stage runs each under its name.
-func demoSource(now time.Time, n int, stage func(name string, run func())) *Inputs {
+func demoSource(now time.Time, n int, stage func(name string, run func())) *build.Inputs {
 	pass := now.Truncate(5 * time.Minute)
-	in := &Inputs{Name: "demo", TieOrderKnown: true, Tolerance: drift.DefaultTolerance, Named: 10, LastRollup: now.Truncate(time.Hour), Computed: now,
-		// as read from slurmctld's state file
-		Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
-		Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}}
-	stage(StageConfig, func() {
-		in.Settings = Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
+	in := &build.Inputs{Name: "demo",
+		Database: build.Database{TieOrderKnown: true, LastRollup: now.Truncate(time.Hour), Computed: now,
+			// as read from slurmctld's state file
+			Passes: fairshare.Passes{HalfLife: 7 * 86400, Period: 300, Phase: float64(pass.Unix())},
+			Phase:  result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second, Last: pass}},
+		Options: build.Options{Tolerance: drift.DefaultTolerance, Named: 10}}
+	stage(result.StageConfig, func() {
+		in.Settings = build.Settings{Algorithm: fairshare.AlgorithmFairTree, Dampening: 1,
 			Config: result.Config{PriorityFlags: "", HalfLife: 7 * 24 * time.Hour, CalcPeriod: 5 * time.Minute, Dampening: 1, ResetPeriod: "NONE"}}
 		in.Maui = fairshare.MauiConfig{Depth: 8, Decay: 1}
-		in.Priorities = &Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
+		in.Priorities = &build.Priorities{Config: priority.Config{MaxAge: 7 * 86400, WeightTRES: map[string]float64{"cpu": 2000}},
 			Cluster: priority.Cluster{CPUs: 4096, Nodes: 64, MaxPartition: 10, MaxQOS: 100}}
 		pc := &in.Priorities.Config
 		pc.Weights = priority.Factors{priority.Age: 1000, priority.FairShare: 100000, priority.JobSize: 1000, priority.Partition: 5000, priority.QOS: 10000, priority.TRES: 2000}
@@ -81,8 +83,8 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 	// the synthetic source needs no connection: its random streams are
 	// what there is to open
 	var usage, jobs *rand.Rand
-	stage(StageConnect, func() { usage, jobs = rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 8)) })
-	stage(StageDB, func() {
+	stage(result.StageConnect, func() { usage, jobs = rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 8)) })
+	stage(result.StageDB, func() {
 		in.Tree = fairshare.Synthetic(n, 4, 7)
 		n = in.Tree.Len()
 		in.TRES = map[string][]float64{"cpu": make([]float64, n), "mem": make([]float64, n)}
@@ -92,8 +94,8 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 			in.TRES["mem"][i] = a.RawUsage * 4096 * usage.Float64()
 		}
 	})
-	stage(StageExtras, func() { demoPending(in, now, jobs) })
-	stage(StageReported, func() {
+	stage(result.StageExtras, func() { demoPending(in, now, jobs) })
+	stage(result.StageReported, func() {
 		// slurmctld's view: one user's usage lost
 		assocs := make([]fairshare.Association, n)
 		lost := false
@@ -105,19 +107,19 @@ func demoSource(now time.Time, n int, stage func(name string, run func())) *Inpu
 			}
 			assocs[i] = a
 		}
-		sumSubtrees(assocs)
+		SumSubtrees(assocs)
 		reported, err := fairshare.NewTree(assocs)
 		if err != nil {
 			panic(err)
 		}
-		in.Report = &Report{Out: shares.Of(reported, reported.FairTree()), At: now}
+		in.Reported = &build.Reported{Out: shares.Of(reported, reported.FairTree()), At: now}
 	})
 	return in
 }
 
 // demoPending gives a quarter of the demo's users pending jobs, and every
 // association its share of the Maui windows.
-func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
+func demoPending(in *build.Inputs, now time.Time, r *rand.Rand) {
 	t := in.Tree
 	n := t.Len()
 	in.Pending = make([]bool, n)
@@ -137,7 +139,7 @@ func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
 			}
 			cpus := float64(int(1) << r.IntN(10))
 			submit := now.Unix() - r.Int64N(3*86400)
-			in.Priorities.Jobs = append(in.Priorities.Jobs, PendingJob{ID: uint32(1000 + len(in.Priorities.Jobs)), Assoc: i, Account: a.Account, User: a.User,
+			in.Priorities.Jobs = append(in.Priorities.Jobs, build.PendingJob{ID: uint32(1000 + len(in.Priorities.Jobs)), Assoc: i, Account: a.Account, User: a.User,
 				Partition: part, QOS: qos, Job: priority.Job{Submit: submit, Eligible: submit, CPUs: cpus, Nodes: math.Ceil(cpus / 64),
 					TRES: map[string]float64{"cpu": cpus}, PartitionTRES: map[string]float64{"cpu": 4096},
 					PartitionFactor: map[string]float64{"batch": 10, "long": 2}[part], QOSPriority: map[string]float64{"normal": 10, "high": 100}[qos]}})
@@ -145,9 +147,9 @@ func demoPending(in *Inputs, now time.Time, r *rand.Rand) {
 	}
 }
 
-// sumSubtrees sets each account's RawUsage to the sum of its users', as
+// SumSubtrees sets each account's RawUsage to the sum of its users', as
 // slurmctld holds it; parents must come before their children.
-func sumSubtrees(assocs []fairshare.Association) {
+func SumSubtrees(assocs []fairshare.Association) {
 	for i := range assocs {
 		if !assocs[i].IsUser() {
 			assocs[i].RawUsage = 0

@@ -1,18 +1,16 @@
-package engine
+package build_test
 
 import (
-	"context"
-	"errors"
 	"math"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/collector"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build/buildtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmconf"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 )
@@ -34,8 +32,8 @@ func drifts(cl result.Cluster) map[string]result.Drift {
 	return m
 }
 
-func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *Inputs {
-	return &Inputs{Name: "c", Settings: Settings{Algorithm: alg, Dampening: 1}, Tree: t, Computed: time.Unix(1e9, 0), Tolerance: drift.DefaultTolerance}
+func inputs(t *fairshare.Tree, alg fairshare.Algorithm) *build.Inputs {
+	return &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: alg, Dampening: 1}, Database: build.Database{Tree: t, Computed: time.Unix(1e9, 0)}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
 }
 
 // TestNoDrift: a report that is the database's own tree at print
@@ -52,8 +50,8 @@ func TestNoDrift(t *testing.T) {
 			out = withoutLevelFS(out)
 		}
 		in := inputs(tree, alg)
-		in.Report = &Report{Out: out, At: in.Computed}
-		cl, err := Build(in)
+		in.Reported = &build.Reported{Out: out, At: in.Computed}
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,20 +65,6 @@ func TestNoDrift(t *testing.T) {
 		}
 		if len(cl.Drift) == 0 {
 			t.Errorf("%s: no drift computed", alg)
-		}
-	}
-}
-
-// TestDemo: the demo's lost usage is usage drift, not formula drift.
-func TestDemo(t *testing.T) {
-	s := Demo(time.Now(), DemoAssociations)
-	d := drifts(s.Clusters[0])
-	if d["usage/raw_usage"].Beyond == 0 || d["usage/raw_usage"].Max != 1 {
-		t.Errorf("lost usage not seen: %+v", d["usage/raw_usage"])
-	}
-	for _, v := range []string{"norm_shares", "norm_usage", "effective_usage", "fairshare", "level_fs", "rank"} {
-		if d["formula/"+v].Beyond != 0 {
-			t.Errorf("formula drift on %s: %+v", v, d["formula/"+v])
 		}
 	}
 }
@@ -102,8 +86,8 @@ func TestFlagsChangedWithoutRestart(t *testing.T) {
 		wrong[i].LevelFS = math.NaN()
 	}
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Report = &Report{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
-	cl, err := Build(in)
+	in.Reported = &build.Reported{Out: withoutLevelFS(shares.Of(tree, wrong)), At: in.Computed}
+	cl, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,55 +122,25 @@ func TestClassicLag(t *testing.T) {
 			break
 		}
 	}
-	sumSubtrees(assocs)
+	buildtest.SumSubtrees(assocs)
 	tree, err := fairshare.NewTree(assocs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := withoutLevelFS(shares.Of(tree, tree.ClassicLagged(prevRaw, 1)))
 	in := inputs(tree, fairshare.AlgorithmClassic)
-	in.Report = &Report{Out: out, At: in.Computed}
-	cl, _ := Build(in)
+	in.Reported = &build.Reported{Out: out, At: in.Computed}
+	cl, _ := build.Build(in)
 	if drifts(cl)["formula/effective_usage"].Beyond == 0 {
 		t.Fatal("lagged report shows no drift without the previous usage: the test does not test")
 	}
 	prev := shares.Of(prevTree, prevTree.Classic(fairshare.ClassicOptions{Dampening: 1}))
-	in.Report.PrevRaw = drift.RawByKey(prev)
-	cl, _ = Build(in)
+	in.Reported.PrevRaw = drift.RawByKey(prev)
+	cl, _ = build.Build(in)
 	for k, d := range drifts(cl) {
 		if d.Kind == result.DriftFormula && d.Beyond != 0 {
 			t.Errorf("%s beyond tolerance with the lag allowed: %+v", k, d)
 		}
-	}
-}
-
-// TestStaleReportWithdrawn: a report older than StaleAfter is not
-// published, and the reported source is down at that moment.
-func TestStaleReportWithdrawn(t *testing.T) {
-	tree := fairshare.Synthetic(100, 3, 1)
-	now := time.Unix(2e9, 0)
-	conf := &slurmconf.Config{ClusterName: "c", PriorityCalcPeriod: 5 * time.Minute}
-	col := collector.New()
-	tracker := NewTracker(TrackerConfig{Read: func(context.Context) (*shares.Table, error) { return nil, errors.New("not called") }})
-	e := testLoop(conf, col, &now, Schedule{StaleAfter: 15 * time.Minute}, WithTracker(tracker))
-	e.served["c"] = &served{last: inputs(tree, fairshare.AlgorithmFairTree)}
-	e.sources = map[string]result.Source{"db": {Up: true, LastSuccess: now}, "reported": {Up: true, LastSuccess: now.Add(-10 * time.Minute)}}
-	at := now.Add(-10 * time.Minute)
-	e.report = &Reading{Out: shares.Of(tree, tree.FairTree()), At: at}
-	e.served["c"].reportDB, e.served["c"].reportFor = tree, at
-	e.publish()
-	cl := col.Current().Clusters[0]
-	if len(cl.Drift) == 0 || math.IsNaN(cl.Assocs[1].ReportedUsage) || !col.Current().Sources["reported"].Up {
-		t.Fatalf("a 10-minute-old report is not served: drift %v, up %v", cl.Drift, col.Current().Sources["reported"].Up)
-	}
-	now = now.Add(6 * time.Minute)
-	e.publish()
-	cl = col.Current().Clusters[0]
-	if len(cl.Drift) != 0 || !math.IsNaN(cl.Assocs[1].ReportedUsage) {
-		t.Errorf("a 16-minute-old report is still served")
-	}
-	if col.Current().Sources["reported"].Up {
-		t.Errorf("reported source up with its report withdrawn")
 	}
 }
 
@@ -209,8 +163,8 @@ func TestNotYetComputed(t *testing.T) {
 			}
 		}
 		in := inputs(tree, fairshare.AlgorithmFairTree)
-		in.Report = &Report{Out: out, At: in.Computed}
-		cl, err := Build(in)
+		in.Reported = &build.Reported{Out: out, At: in.Computed}
+		cl, err := build.Build(in)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,32 +179,32 @@ func TestNotYetComputed(t *testing.T) {
 	}
 }
 
-// TestReportMemo: Build compares a report once while nothing it depends on
+// TestReportMemo: build.Build compares a report once while nothing it depends on
 // changes, and again when something does (here the usage tolerance).
 func TestReportMemo(t *testing.T) {
 	tree := fairshare.Synthetic(300, 4, 3)
 	reported := fairshare.Synthetic(300, 4, 4) // other usage: usage drift
 	in := inputs(tree, fairshare.AlgorithmFairTree)
-	memo := &ReportMemo{}
-	in.Report = &Report{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
-	first, err := Build(in)
+	memo := &build.ReportMemo{}
+	in.Reported = &build.Reported{Out: shares.Of(reported, reported.FairTree()), At: time.Unix(2e9, 0), Memo: memo}
+	first, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := memo.rc
-	again, err := Build(in)
+	rc := memo.Comparison()
+	again, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if memo.rc != rc || rc == nil || !slices.Equal(first.Drift, again.Drift) {
-		t.Fatalf("second Build compared again (%p, %p) or differs: %v, %v", rc, memo.rc, first.Drift, again.Drift)
+	if memo.Comparison() != rc || rc == nil || !slices.Equal(first.Drift, again.Drift) {
+		t.Fatalf("second build.Build compared again (%p, %p) or differs: %v, %v", rc, memo.Comparison(), first.Drift, again.Drift)
 	}
 	in.Tolerance.Usage = 1e9
-	loose, err := Build(in)
+	loose, err := build.Build(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if memo.rc == rc || slices.Equal(first.Drift, loose.Drift) {
+	if memo.Comparison() == rc || slices.Equal(first.Drift, loose.Drift) {
 		t.Errorf("a new tolerance did not compare again: %v", loose.Drift)
 	}
 }
@@ -261,8 +215,7 @@ func TestReportMemo(t *testing.T) {
 // report loop schedules it, against the uncertainty alone.
 func TestPassErrorStraddle(t *testing.T) {
 	pass := time.Unix(1_800_000_000, 0)
-	in := &Inputs{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())},
-		Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}
+	in := &build.Inputs{Database: build.Database{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(pass.Unix())}, Phase: result.Phase{Source: result.PhaseInferred, Uncertainty: 2 * time.Second}, Computed: pass.Add(30 * time.Second)}}
 	for _, tc := range []struct {
 		name       string
 		start, end time.Duration // from the pass
@@ -292,7 +245,7 @@ func TestPassErrorStraddle(t *testing.T) {
 	for _, tc := range []struct {
 		after time.Duration
 		want  float64
-	}{{RecordDelay, 0}, {RecordDelay - time.Second, 23}} {
+	}{{build.RecordDelay, 0}, {build.RecordDelay - time.Second, 23}} {
 		in.ReadAt = read[1].Add(tc.after)
 		if got := in.PassError(read).Unrecorded; got != tc.want {
 			t.Errorf("database read %v after the report: unrecorded %v s, want %v", tc.after, got, tc.want)

@@ -1,9 +1,10 @@
-// Package engine computes what the exporter publishes: the fairshare
-// values of each cluster from the database, what Slurm reports, and the
-// drift between the two. Build is the pure part; Engine reads the
-// database, Tracker what slurmctld reports, and Loop runs serve's loops
-// that read the sources and publish.
-package engine
+// Package build turns what was read of a cluster into what is published
+// (Build: Inputs to result.Cluster): both algorithms' values, the drift
+// against what Slurm reported and the error the database's unknowns
+// explain, factor ranges, pending jobs' priorities and the recovery
+// forecast. It is pure: what it computes from arrives as plain data,
+// read by engine.
+package build
 
 import (
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/usage"
 )
 
@@ -27,17 +27,18 @@ type Settings struct {
 	Config    result.Config
 }
 
-// Report is what Slurm reported, and when.
-type Report struct {
+// Reported is what Slurm reported, and when, with the database it is
+// judged against.
+type Reported struct {
 	Out *shares.Table
 	At  time.Time
 	// PrevRaw is RawUsage per association from the report taken before
 	// slurmctld's last decay pass (nil: none): classic values lag by one
 	// pass (fairshare.ClassicLagged).
-	PrevRaw map[drift.Key]float64
+	PrevRaw map[result.AssocKey]float64
 	// PassRaw is RawUsage from the first report after slurmctld's last
 	// decay pass seen (drift.Input.PassRaw; nil: none or this one).
-	PassRaw map[drift.Key]float64
+	PassRaw map[result.AssocKey]float64
 	PassGap time.Duration
 	// Settling: drift.Input.Settling
 	Settling bool
@@ -51,7 +52,7 @@ type Report struct {
 	Pass            drift.PassError
 	DBTieOrderKnown bool
 	Phase           result.Phase
-	// Memo, shared by every Report made of one reading (nil: none), keeps
+	// Memo, shared by every Reported made of one reading (nil: none), keeps
 	// Build's comparison with it: the report and the database's tree at
 	// its moment change only with the next reading, while Build runs after
 	// every refresh. At 11k associations the comparison was 25 of Build's
@@ -79,15 +80,27 @@ type memoKey struct {
 	losses int
 }
 
-// Inputs are everything Build needs for one cluster; slices are indexed
-// like Tree.
+// Inputs are everything Build needs for one cluster, in groups of plain
+// data: what the engine read of the database (Database), the options of
+// the output (Options) and what serve's loop keeps between builds
+// (Kept). Slices are indexed like Tree.
 type Inputs struct {
 	Name     string
 	Settings Settings
+	Database
+	Options
+	Kept
+}
+
+// Database is what the engine read of a cluster at one moment.
+type Database struct {
 	// Tree holds the database's associations with their rebuilt RawUsage,
 	// in slurmctld's order when TieOrderKnown.
 	Tree          *fairshare.Tree
 	TieOrderKnown bool
+	// AssocIDs are the id_assoc of each tree association (nil: not a
+	// database's).
+	AssocIDs []uint32
 	// Boot is when slurmctld started, where known (the local cluster):
 	// its passes keep one phase since.
 	Boot time.Time
@@ -118,7 +131,6 @@ type Inputs struct {
 	Uncharged []float64
 	Pending   []bool
 	MauiUsage []float64
-	Maui      fairshare.MauiConfig
 	// LastRollup is zero before the first hourly rollup.
 	LastRollup, Computed time.Time
 	// ReadAt is when, on the engine's clock, the jobs were read from the
@@ -127,41 +139,43 @@ type Inputs struct {
 	// Schema is the database schema the tables were read by (nil: not a
 	// database).
 	Schema *result.Schema
-	// Report is nil when no report is fresh.
-	Report    *Report
+	// Priorities are the pending jobs (nil: not computed).
+	Priorities *Priorities
+	// Billing: see result.Cluster.Billing.
+	Billing []result.Billing
+	// ForecastJobs are the jobs running at Computed, ForecastRate each
+	// association's own usage rate over the last ForecastWindow (billing
+	// per second); nil unless the engine read them for the forecast.
+	ForecastJobs   []fairshare.RunningJob
+	ForecastRate   []float64
+	ForecastWindow time.Duration
+}
+
+// Options are what the output is asked for.
+type Options struct {
+	Maui      fairshare.MauiConfig
 	Tolerance drift.Tolerance
 	// Named is how many associations drifting the most on usage Build
 	// names (drift.Input.Named; 0: none).
 	Named int
-
-	// Priorities are the pending jobs (nil: not computed).
-	Priorities *Priorities
-	// Memo, kept per cluster across refreshes (nil: none), saves
-	// computing the same associations again.
-	Memo *BuildMemo
-	// ForecastJobs are the jobs running at Computed, ForecastRate each
-	// association's own usage rate over the last ForecastWindow (billing
-	// per second); nil unless Engine.ForecastInputs read them.
-	ForecastJobs   []fairshare.RunningJob
-	ForecastRate   []float64
-	ForecastWindow time.Duration
-	// Recovery is the last computation of ComputeRecovery (nil: none).
-	Recovery *result.Recovery
-	// Losses are the usage losses the reports showed (nil: none read).
-	Losses *result.Losses
-	// Billing: see result.Cluster.Billing.
-	Billing []result.Billing
 	// Detail asks Build for explain's detail: each factor's range over
 	// the possible pass moments (result.Association.Range,
 	// result.Job.Range) and each pending job's priority (Cluster.Jobs).
 	// serve publishes neither: the metrics hold the jobs' groups.
 	Detail bool
+}
 
-	cluster       ClusterSource // where the extras are read
-	assocIDs      []uint32      // id_assoc of each tree association
-	tresNames     map[uint32]string
-	qos           map[uint32]slurmdbd.QOS
-	assocPriority []uint32 // inherited priority of each (nil: weight 0)
+// Kept is what serve's loop keeps of a cluster between builds.
+type Kept struct {
+	// Reported is nil when no report is fresh.
+	Reported *Reported
+	// Memo, kept per cluster across refreshes (nil: none), saves
+	// computing the same associations again.
+	Memo *BuildMemo
+	// Recovery is the last computation of ComputeRecovery (nil: none).
+	Recovery *result.Recovery
+	// Losses are the usage losses the reports showed (nil: none read).
+	Losses *result.Losses
 }
 
 // Build computes a cluster's published values.
@@ -169,13 +183,13 @@ func Build(in *Inputs) (result.Cluster, error) {
 	cl := result.Cluster{Name: in.Name, Algorithm: in.Settings.Algorithm, Config: in.Settings.Config, LastRollup: in.LastRollup, Computed: in.Computed, Losses: in.Losses, Billing: in.Billing,
 		Schema: in.Schema}
 	var rc *drift.Comparison
-	if in.Report != nil {
+	if in.Reported != nil {
 		var err error
 		if rc, err = memoCompare(in); err != nil {
-			return cl, fmt.Errorf("cluster %s: report of %s: %w", in.Name, in.Report.At.Format(time.RFC3339), err)
+			return cl, fmt.Errorf("cluster %s: report of %s: %w", in.Name, in.Reported.At.Format(time.RFC3339), err)
 		}
-		cl.Drift, cl.Applied, cl.Phase, cl.Named = rc.Drift, rc.Applied, in.Report.Phase, rc.Named
-		if in.Report.DB == nil {
+		cl.Drift, cl.Applied, cl.Phase, cl.Named = rc.Drift, rc.Applied, in.Reported.Phase, rc.Named
+		if in.Reported.DB == nil {
 			cl.Phase = in.Phase
 		}
 	}
@@ -258,8 +272,8 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		a := t.Association(i)
 		o := &assocs[i]
 		o.Account, o.User, o.Partition, o.Shares, o.RawUsage = a.Account, a.User, a.Partition, a.Shares, a.RawUsage
-		if in.assocIDs != nil {
-			o.ID = in.assocIDs[i]
+		if in.AssocIDs != nil {
+			o.ID = in.AssocIDs[i]
 		}
 		if a.Parent >= 0 {
 			o.Parent = t.Association(a.Parent).Account
@@ -267,7 +281,7 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		o.Classic, o.FairTree = classic[i], ft[i]
 		o.TicketBased, o.Maui, o.Uncharged, o.Recovery = math.NaN(), math.NaN(), math.NaN(), math.NaN()
 		if in.Recovery != nil {
-			if s, ok := in.Recovery.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}]; ok {
+			if s, ok := in.Recovery.Seconds[result.KeyOf(a.Account, a.User, a.Partition)]; ok {
 				o.Recovery = s
 			}
 		}
@@ -293,71 +307,17 @@ func buildAssocs(in *Inputs, rc *drift.Comparison) (assocs []result.Association,
 		if rc == nil {
 			continue
 		}
-		if r := rc.Row(drift.Key{Account: o.Account, User: o.User, Partition: o.Partition}); r != nil {
+		if r := rc.Row(result.KeyOf(o.Account, o.User, o.Partition)); r != nil {
 			o.ReportedFactor, o.ReportedUsage = r.FairShare, r.RawUsage
 		}
 	}
 	return assocs, tresNames
 }
 
-// Forecast is the recovery forecast of the inputs: their tree, settings
-// and passes, with the running jobs and rates read for it.
-func (in *Inputs) Forecast() fairshare.Forecast {
-	return fairshare.Forecast{Tree: in.Tree, Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Passes: in.Passes,
-		At: float64(in.Computed.UnixNano()) / 1e9, Jobs: in.ForecastJobs, Rate: in.ForecastRate}
-}
-
-// The recovery forecast looks this far ahead, sampling every
-// RecoveryStep (bisection finds the pass in between): explain --forecast
-// and the recovery metric alike.
-const (
-	RecoveryHorizon = 30 * 24 * time.Hour
-	RecoveryStep    = time.Hour
-)
-
-// ComputeRecovery is every user association's time to its fair level
-// under its own default assumption (fairshare.Forecast.Recovery): the
-// recovery metric. Under Fair Tree a user without usage is at or above
-// its fair level (LevelFS +Inf), whatever rank the ties of idle
-// associations give it.
-func (in *Inputs) ComputeRecovery() (*result.Recovery, error) {
-	f := in.Forecast()
-	t := in.Tree
-	var users []int
-	for i := range t.Len() {
-		if a := t.Association(i); a.IsUser() {
-			users = append(users, i)
-		}
-	}
-	thr, err := t.FairLevels(users, f.Algorithm, f.Dampening)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := f.Recovery(users, thr, RecoveryHorizon.Seconds(), RecoveryStep.Seconds())
-	if err != nil {
-		return nil, err
-	}
-	r := &result.Recovery{Computed: in.Computed, Seconds: make(map[result.AssocKey]float64, len(users))}
-	for k, i := range users {
-		c, a := cs[k], t.Association(i)
-		s := math.Inf(1)
-		switch {
-		case math.IsNaN(c.Values.FairShare):
-			continue
-		case !c.Rising || (f.Algorithm == fairshare.AlgorithmFairTree && c.Values.RawUsage == 0):
-			s = 0
-		case c.Found:
-			s = c.At - f.At
-		}
-		r.Seconds[result.AssocKey{Account: a.Account, User: a.User, Partition: a.Partition}] = s
-	}
-	return r, nil
-}
-
 // memoCompare is drift.CompareReport of the inputs' report, computed once
 // per report and inputs.
 func memoCompare(in *Inputs) (*drift.Comparison, error) {
-	db, pass, tieOrder := in.Report.DB, in.Report.Pass, in.Report.DBTieOrderKnown
+	db, pass, tieOrder := in.Reported.DB, in.Reported.Pass, in.Reported.DBTieOrderKnown
 	if db == nil {
 		db, pass, tieOrder = in.Tree, in.PassError(nil), in.TieOrderKnown
 	}
@@ -370,99 +330,19 @@ func memoCompare(in *Inputs) (*drift.Comparison, error) {
 			seen += n
 		}
 	}
-	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, tieOrder, db, in.Report.PrevRaw != nil, in.Report.PassRaw != nil, pass.Window, in.Named, seen}
-	m := in.Report.Memo
+	key := memoKey{in.Settings.Algorithm, in.Settings.Dampening, in.Tolerance, tieOrder, db, in.Reported.PrevRaw != nil, in.Reported.PassRaw != nil, pass.Window, in.Named, seen}
+	m := in.Reported.Memo
 	if m != nil && m.rc != nil && m.key == key {
 		return m.rc, nil
 	}
 	rc, err := drift.CompareReport(drift.Input{Algorithm: in.Settings.Algorithm, Dampening: in.Settings.Dampening, Tolerance: in.Tolerance,
-		Report: in.Report.Out, PrevRaw: in.Report.PrevRaw, PassRaw: in.Report.PassRaw, PassGap: in.Report.PassGap.Seconds(), DB: db, TieOrderKnown: tieOrder, Pass: pass, Settling: in.Report.Settling,
+		Report: in.Reported.Out, PrevRaw: in.Reported.PrevRaw, PassRaw: in.Reported.PassRaw, PassGap: in.Reported.PassGap.Seconds(), DB: db, TieOrderKnown: tieOrder, Pass: pass, Settling: in.Reported.Settling,
 		Losses: losses, Named: in.Named}, false)
 	if err == nil && m != nil {
 		m.key, m.rc = key, rc
 	}
 	return rc, err
 }
-
-// PassError is what the unknown moment of slurmctld's last decay pass
-// leaves unknown of the inputs' usage, for a report read from start to
-// end (nil: its moment is not in question): the phase's uncertainty, or
-// the whole PriorityCalcPeriod when a pass may have fallen during the
-// read, which then shows either side of it; under limits, job ends
-// slurmctld charged since the pass that the database does not hold yet.
-func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
-	w := in.Phase.Uncertainty.Seconds()
-	if _, near := in.PassNear(read); near {
-		w = in.Passes.Period
-	}
-	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
-		Period: in.Passes.Period, BootUsage: in.BootUsage, Unpriced: in.Unpriced}
-	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
-		at := float64(in.Computed.UnixNano()) / 1e9
-		if read != nil {
-			at = float64(read[1].UnixNano()) / 1e9
-		}
-		pe.SincePass = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
-		if !in.EndsRecorded(read) {
-			pe.Unrecorded = pe.SincePass
-		}
-	}
-	return pe
-}
-
-// RecordDelay is how long after a job's end its record is in job_table
-// while slurmctld and slurmdbd both run: slurmctld sends the end to
-// slurmdbd as it happens. Measured (make end-records, docs/serve.md): at
-// most 1.6 s on 22.05, 24.11 and 26.05, a burst of a hundred ends at once
-// included.
-const RecordDelay = 3 * time.Second
-
-// EndsRecorded says whether the database was read at least RecordDelay
-// after the report read from start to end: every job end slurmctld had
-// charged by then is in it, and none is left for the unrecorded-ends part
-// of the bound (slurmdbd or slurmctld down meanwhile aside: ends then
-// wait for them, as new jobs do).
-func (in *Inputs) EndsRecorded(read *[2]time.Time) bool {
-	return read != nil && !in.ReadAt.IsZero() && in.ReadAt.Sub(read[1]) >= RecordDelay
-}
-
-// PassNear is slurmctld's pass that may have fallen during the read (ok
-// false: none, or the phase unknown): the report shows either side of it.
-func (in *Inputs) PassNear(read *[2]time.Time) (pass time.Time, ok bool) {
-	if read == nil || in.Phase.Source == result.PhaseUnknown || in.Passes.Period <= 0 {
-		return pass, false
-	}
-	w := in.Phase.Uncertainty.Seconds()
-	start, end := float64(read[0].UnixNano())/1e9, float64(read[1].UnixNano())/1e9
-	p := in.Passes.LastPass(end + w)
-	return time.Unix(0, int64(p*1e9)), p >= start-w
-}
-
-// SincePass is slurmctld's last pass before the read (nil: at the
-// moment in was computed for), when jobs may have ended since and been
-// charged to RawUsage, which the values computed at the pass do not
-// follow (drift.Input.PassRaw): under AccountingStorageEnforce=limits,
-// the phase known and the read clear of the pass (ok false otherwise).
-func (in *Inputs) SincePass(read *[2]time.Time) (pass time.Time, ok bool) {
-	if !in.Passes.ChargeJobEnd || in.Phase.Source == result.PhaseUnknown || in.Passes.Period <= 0 {
-		return pass, false
-	}
-	if _, near := in.PassNear(read); near {
-		return pass, false
-	}
-	end := in.Computed
-	if read != nil {
-		end = read[0]
-	}
-	p := in.Passes.LastPass(float64(end.UnixNano()) / 1e9)
-	pass = time.Unix(0, int64(p*1e9))
-	return pass, pass.Add(in.PassClear()).Before(end)
-}
-
-// PassClear is how far from a pass PassNear gave a rebuild must be to
-// fall on one side of it: the phase's uncertainty and a moment. check
-// rebuilds either side of it, serve the side after it a read showed.
-func (in *Inputs) PassClear() time.Duration { return in.Phase.Uncertainty + 500*time.Millisecond }
 
 // passJitter is how far a pass may fall from the schedule of its
 // slurmctld's boot. _decay_thread sleeps to absolute deadlines, each one

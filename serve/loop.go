@@ -1,4 +1,8 @@
-package engine
+// Package serve is serve's schedule: it refreshes every cluster from the
+// engine, reads what slurmctld reports through the engine's Tracker, and
+// publishes a snapshot after each. It talks to the engine through the
+// engine's methods; what it keeps between publishes is its own.
+package serve
 
 import (
 	"context"
@@ -8,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/engine"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/slurmdbd"
@@ -37,7 +43,7 @@ type Schedule struct {
 // schedule, reads what slurmctld reports through the engine's Tracker,
 // and publishes a snapshot after each; scrapes never wait for it.
 type Loop struct {
-	e   *Engine
+	e   *engine.Engine
 	pub Publisher
 	s   Schedule
 
@@ -45,7 +51,7 @@ type Loop struct {
 	served  map[string]*served
 	// clusterUp: whether each cluster's last refresh succeeded
 	clusterUp map[string]bool
-	report    *Reading // the last good one (nil: none)
+	report    *engine.Reading // the last good one (nil: none)
 	// settingsAt is when slurm.conf's priority settings last changed
 	settingsAt time.Time
 	ready      atomic.Bool
@@ -55,16 +61,16 @@ type Loop struct {
 	// recoveries hands the recovery metric's computations back to Run's
 	// loop (nil: computed in the refresh)
 	recoveries chan recoveryResult
-	// losses are the usage losses the reports showed (usageLosses)
+	// losses are the usage losses the reports showed (UsageLosses)
 	losses result.Losses
-	// kept is the pass phase last saved (Engine.keepPasses)
-	kept PassMemory
+	// kept is the pass phase last saved (Engine.KeepPasses)
+	kept engine.PassMemory
 }
 
 // served is what the loop keeps of a cluster between publishes.
 type served struct {
-	last *Inputs // the last good computation
-	memo BuildMemo
+	last *build.Inputs // the last good computation
+	memo build.BuildMemo
 	// the database's tree at the moment of the last report, and what is
 	// known of the pass it stands at
 	reportDB    *fairshare.Tree
@@ -72,7 +78,7 @@ type served struct {
 	reportFor   time.Time
 	reportPass  drift.PassError
 	reportPhase result.Phase
-	reportMemo  *ReportMemo
+	reportMemo  *build.ReportMemo
 	recovery    *result.Recovery
 	// recovering: a computation of the recovery metric is under way
 	recovering bool
@@ -82,10 +88,10 @@ type served struct {
 }
 
 // NewLoop is serve's loop over e, publishing to pub.
-func NewLoop(e *Engine, pub Publisher, s Schedule) *Loop {
+func NewLoop(e *engine.Engine, pub Publisher, s Schedule) *Loop {
 	l := &Loop{e: e, pub: pub, s: s, sources: map[string]result.Source{"db": {}}, served: map[string]*served{},
 		clusterUp: map[string]bool{}, dropped: map[string]int{}}
-	if e.o.tracker != nil {
+	if e.Tracker() != nil {
 		l.sources["reported"] = result.Source{}
 	}
 	l.losses.Counts = map[string]int{}
@@ -101,17 +107,17 @@ func (l *Loop) Ready() bool { return l.ready.Load() }
 
 // Run refreshes until ctx ends.
 func (l *Loop) Run(ctx context.Context) {
-	reports := make(chan *Reading)
+	reports := make(chan *engine.Reading)
 	l.recoveries = make(chan recoveryResult)
 	defer l.e.Close()
 	tick := time.NewTicker(l.s.Interval)
 	defer tick.Stop()
 	stale := time.NewTimer(time.Hour)
 	stale.Stop()
-	l.refreshAll(ctx, l.e.o.clock.Now())
+	l.refreshAll(ctx, l.e.Clock().Now())
 	l.publish()
-	if t := l.e.o.tracker; t != nil {
-		l.e.recallPasses(t)
+	if t := l.e.Tracker(); t != nil {
+		l.e.RecallPasses()
 		// After the first refresh: a report is only compared with the
 		// database, and at 100k associations sshare and a cold load
 		// would share the cores (and slurmctld the head node's).
@@ -122,11 +128,11 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			l.refreshAll(ctx, l.e.o.clock.Now())
+			l.refreshAll(ctx, l.e.Clock().Now())
 		case r := <-reports:
 			l.onReport(ctx, r)
 			if l.report != nil {
-				stale.Reset(l.e.o.clock.until(l.report.At.Add(l.s.StaleAfter)) + time.Second)
+				stale.Reset(l.e.Clock().Until(l.report.At.Add(l.s.StaleAfter)) + time.Second)
 			}
 		case <-stale.C:
 		case r := <-l.recoveries:
@@ -138,11 +144,11 @@ func (l *Loop) Run(ctx context.Context) {
 
 // readReports reads the reported side when the tracker says, each read
 // bounded by its timeout.
-func (l *Loop) readReports(ctx context.Context, t *Tracker, out chan<- *Reading) {
+func (l *Loop) readReports(ctx context.Context, t *engine.Tracker, out chan<- *engine.Reading) {
 	for {
 		r := t.Read(ctx)
 		if r.BootErr != nil {
-			l.e.o.log.Warn().Err(r.BootErr).Msg("slurmctld boot time unknown: tied Fair Tree siblings are compared by rank range")
+			l.e.Log().Warn().Err(r.BootErr).Msg("slurmctld boot time unknown: tied Fair Tree siblings are compared by rank range")
 		}
 		select {
 		case out <- r:
@@ -150,7 +156,7 @@ func (l *Loop) readReports(ctx context.Context, t *Tracker, out chan<- *Reading)
 			return
 		}
 		select {
-		case <-time.After(l.e.o.clock.until(t.Next(r))):
+		case <-time.After(l.e.Clock().Until(t.Next(r))):
 		case <-ctx.Done():
 			return
 		}
@@ -166,77 +172,63 @@ func (l *Loop) source(name string, ok bool, at time.Time) {
 	l.sources[name] = s
 }
 
-func (l *Loop) onReport(ctx context.Context, r *Reading) {
+func (l *Loop) onReport(ctx context.Context, r *engine.Reading) {
 	if ctx.Err() != nil {
 		return // shutting down: a read cut short is no failure of the source
 	}
-	l.e.stage(StageReported, r.Took, r.Err)
-	if r.Err == nil && l.e.conf.EnforceLimits() {
-		// the report is taken up once the ends slurmctld charged by then
-		// are recorded, and the database read at its moment holds them
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(l.e.o.clock.until(r.End.Add(RecordDelay))):
-		}
+	l.e.RecordStage(result.StageReported, r.Took, r.Err)
+	if r.Err == nil && !l.e.WaitRecorded(ctx, r.End) {
+		return
 	}
 	if r.Err != nil {
-		l.e.o.log.Error().Err(r.Err).Msg("reading what Slurm reports")
+		l.e.Log().Error().Err(r.Err).Msg("reading what Slurm reports")
 		l.source("reported", false, time.Time{})
 		return
 	}
-	if !r.Boot.IsZero() {
-		l.e.boot = r.Boot
-	}
-	r.Out.FillMissingFactor(float64(l.e.conf.FairShareDampeningFactor))
+	l.e.SawBoot(r.Boot)
+	r.Out.FillMissingFactor(float64(l.e.Conf().FairShareDampeningFactor))
 	l.lost(r)
 	l.report = r
-	l.source("reported", true, l.e.now()) // wall time: a health timestamp, whatever the clock
-	l.e.forgetPasses(l.e.o.tracker)
-	if m, ok := l.e.o.tracker.Memory(); ok && m != l.kept {
-		l.e.keepPasses(m)
+	l.source("reported", true, l.e.Wall()) // wall time: a health timestamp, whatever the clock
+	l.e.ForgetPasses()
+	if m, ok := l.e.Tracker().Memory(); ok && m != l.kept {
+		l.e.KeepPasses(m)
 		l.kept = m
 	}
 	// compare with the database's usage at the moment of the report:
 	// usage moves at every decay pass
-	sv := l.served[l.e.conf.ClusterName]
-	in, err := l.e.refreshAtReport(ctx, r.At)
+	sv := l.served[l.e.Conf().ClusterName]
+	in, err := l.e.RefreshAtReport(ctx, r.At)
 	if err != nil && ctx.Err() == nil {
-		l.e.o.log.Error().Err(err).Msg("refresh from the database at the moment of the report")
+		l.e.Log().Error().Err(err).Msg("refresh from the database at the moment of the report")
 	}
 	if in == nil || sv == nil {
 		return
 	}
 	read := &[2]time.Time{r.Start, r.End}
-	if p, near := in.PassNear(read); near && r.After(p, l.e.conf.PriorityCalcPeriod, in.Phase.Uncertainty) {
-		// the read closed a bracket of that pass: it shows the side after
-		// it, judged against the database just after it to the phase's
-		// uncertainty, as check judges a read on the side it shows, not
-		// against the whole period either side would allow
-		if off := in.PassClear(); !in.Computed.After(p.Add(off)) {
-			if in, err = l.e.refreshAtReport(ctx, p.Add(off)); in == nil {
+	if n, after := in.ShownAfter(*read, r.Pass, r.PassGap); after {
+		if !in.Computed.After(n.After()) {
+			if in, err = l.e.RefreshAtReport(ctx, n.After()); in == nil {
 				if err != nil && ctx.Err() == nil {
-					l.e.o.log.Error().Err(err).Msg("refresh from the database just after the pass the report followed")
+					l.e.Log().Error().Err(err).Msg("refresh from the database just after the pass the report followed")
 				}
 				return
 			}
 		}
 		read = nil
 	}
-	pass := in.PassError(read)
-	sv.reportDB, sv.reportTies, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, in.TieOrderKnown, r.At, pass, &ReportMemo{}
-	sv.reportPhase = in.Phase
-	sv.reportPhase.Uncertainty = time.Duration(pass.Window * float64(time.Second))
+	pass, phase := in.AtReport(read)
+	sv.reportDB, sv.reportTies, sv.reportFor, sv.reportPass, sv.reportMemo = in.Tree, in.TieOrderKnown, r.At, pass, &build.ReportMemo{}
+	sv.reportPhase = phase
 }
 
 // lost counts and logs the usage losses read r shows against the last
 // good read.
-func (l *Loop) lost(r *Reading) {
-	conf := l.e.conf
-	d := fairshare.Passes{HalfLife: conf.PriorityDecayHalfLife.Seconds()}.D()
-	ls := usageLosses(l.report, r, d, conf.PriorityCalcPeriod, conf.PriorityUsageResetPeriod != "NONE")
+func (l *Loop) lost(r *engine.Reading) {
+	conf := l.e.Conf()
+	ls := engine.UsageLosses(l.report, r, conf.Passes().D(), conf.PriorityCalcPeriod, conf.ResetsUsage())
 	for _, x := range ls {
-		l.e.o.log.Warn().Str("slurm_cluster", conf.ClusterName).Str("account", x.Account).Str("user", x.User).Str("partition", x.Partition).
+		l.e.Log().Warn().Str("slurm_cluster", conf.ClusterName).Str("account", x.Account).Str("user", x.User).Str("partition", x.Partition).
 			Str("kind", x.Kind).Float64("before", x.Before).Float64("after", x.After).
 			Msg("RawUsage fell by more than decay explains: usage lost in slurmctld (RawUsage reset, or state restored from an older checkpoint)")
 	}
@@ -245,17 +237,17 @@ func (l *Loop) lost(r *Reading) {
 
 // reportStale: there is no report, or it is too old to serve.
 func (l *Loop) reportStale() bool {
-	return l.report == nil || l.e.o.clock.Now().Sub(l.report.At) > l.s.StaleAfter
+	return l.report == nil || l.e.Clock().Now().Sub(l.report.At) > l.s.StaleAfter
 }
 
 // freshReport is the report if it is recent enough to compare.
-func (l *Loop) freshReport() *Report {
+func (l *Loop) freshReport() *build.Reported {
 	r := l.report
 	if l.reportStale() || r.At.Before(l.settingsAt) {
 		return nil
 	}
-	period := l.e.conf.PriorityCalcPeriod
-	rep := &Report{Out: r.Out, At: r.At, Settling: r.Settling, PassRaw: r.PassRaw(period), PassGap: r.PassGap}
+	period := l.e.Conf().PriorityCalcPeriod
+	rep := &build.Reported{Out: r.Out, At: r.At, Settling: r.Settling, PassRaw: r.PassRaw(period), PassGap: r.PassGap}
 	if ref := r.LagReference(period); ref != nil {
 		rep.PrevRaw = ref.Raw
 	}
@@ -267,17 +259,17 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 		// a report read under the old settings is not compared with the
 		// new: slurmctld may have taken them up since (a restart; from
 		// 23.11 scontrol reconfigure is one)
-		l.settingsAt = l.e.o.clock.Now()
+		l.settingsAt = l.e.Clock().Now()
 	}
-	l.e.o.tracker.SetConf(l.e.conf)
-	t0 := l.e.now()
+	l.e.Tracker().SetConf(l.e.Conf())
+	t0 := l.e.Wall()
 	names, err := l.e.Clusters(ctx)
 	if ctx.Err() != nil {
 		return // shutting down: reads cut short are no failure of the database
 	}
-	l.e.stage(StageConnect, l.e.now().Sub(t0), err)
+	l.e.RecordStage(result.StageConnect, l.e.Wall().Sub(t0), err)
 	if err != nil {
-		l.e.o.log.Error().Err(err).Msg("database")
+		l.e.Log().Error().Err(err).Msg("database")
 		l.source("db", false, time.Time{})
 		return
 	}
@@ -291,22 +283,22 @@ func (l *Loop) refreshAll(ctx context.Context, at time.Time) {
 		if errors.Is(err, slurmdbd.ErrNoTables) {
 			// cluster_up says so; the other clusters are the database's
 			// health
-			l.e.warnChanged(name, []problem{problemOf(err)})
+			l.e.WarnOnce(name, err)
 			continue
 		}
 		if err != nil {
-			l.e.o.log.Error().Err(err).Str("slurm_cluster", name).Msg("refresh from the database")
+			l.e.Log().Error().Err(err).Str("slurm_cluster", name).Msg("refresh from the database")
 		}
 		ok = ok && err == nil
 	}
 	for name := range l.served {
 		if !slices.Contains(names, name) {
 			delete(l.served, name) // removed from cluster_table
-			delete(l.e.clusters, name)
+			l.e.Forget(name)
 			delete(l.clusterUp, name)
 		}
 	}
-	l.source("db", ok, l.e.now())
+	l.source("db", ok, l.e.Wall())
 }
 
 // refreshCluster rebuilds one cluster at at; on failure the last good
@@ -317,12 +309,12 @@ func (l *Loop) refreshCluster(ctx context.Context, name string, at time.Time) er
 		sv = &served{}
 		l.served[name] = sv
 	}
-	t0 := l.e.now()
+	t0 := l.e.Wall()
 	in, err := l.e.Refresh(ctx, name, at)
 	if err != nil {
 		return err
 	}
-	sv.refreshTook = l.e.now().Sub(t0)
+	sv.refreshTook = l.e.Wall().Sub(t0)
 	l.recover(ctx, sv, in)
 	sv.last = in
 	return nil
@@ -351,19 +343,19 @@ func (l *Loop) recoveryEvery(sv *served) time.Duration {
 // associations under Fair Tree it takes seconds, docs/performance.md)
 // and comes back through l.recoveries (recovered). Without Run's loop
 // (a test calling refreshAll) it runs here.
-func (l *Loop) recover(ctx context.Context, sv *served, in *Inputs) {
+func (l *Loop) recover(ctx context.Context, sv *served, in *build.Inputs) {
 	if l.s.RecoveryInterval <= 0 || l.s.ForecastWindow <= 0 || sv.recovering {
 		return
 	}
 	if r := sv.recovery; r != nil && in.Computed.Sub(r.Computed) < l.recoveryEvery(sv) {
 		return
 	}
-	t0 := l.e.now()
+	t0 := l.e.Wall()
 	if err := l.e.ForecastInputs(ctx, in, l.s.ForecastWindow); err != nil {
-		l.recovered(recoveryResult{name: in.Name, took: l.e.now().Sub(t0), err: err})
+		l.recovered(recoveryResult{name: in.Name, took: l.e.Wall().Sub(t0), err: err})
 		return
 	}
-	read := l.e.now().Sub(t0)
+	read := l.e.Wall().Sub(t0)
 	c := *in // the loop's next refresh makes new inputs: this one stays as it is
 	compute := func() recoveryResult {
 		t1 := time.Now()
@@ -394,13 +386,13 @@ type recoveryResult struct {
 // recovered keeps a computation of the recovery metric; a failure keeps
 // the last one.
 func (l *Loop) recovered(r recoveryResult) {
-	l.e.stage(StageForecast, r.took, r.err)
+	l.e.RecordStage(result.StageForecast, r.took, r.err)
 	sv := l.served[r.name]
 	if sv != nil {
 		sv.recovering, sv.recoveryTook = false, r.took
 	}
 	if r.err != nil {
-		l.e.o.log.Warn().Err(r.err).Str("slurm_cluster", r.name).Msg("recovery forecast: serving the last one")
+		l.e.Log().Warn().Err(r.err).Str("slurm_cluster", r.name).Msg("recovery forecast: serving the last one")
 		return
 	}
 	if sv != nil {
@@ -411,7 +403,7 @@ func (l *Loop) recovered(r recoveryResult) {
 // publish builds every cluster from its last good computation and the
 // fresh report, and hands the snapshot to the publisher.
 func (l *Loop) publish() {
-	t0 := l.e.now()
+	t0 := l.e.Wall()
 	snap := &result.Snapshot{Sources: maps.Clone(l.sources), ClusterUp: maps.Clone(l.clusterUp), Published: t0}
 	rep := l.freshReport()
 	if _, ok := snap.Sources["reported"]; ok && l.reportStale() {
@@ -427,35 +419,35 @@ func (l *Loop) publish() {
 		}
 		in := *sv.last
 		in.Memo, in.Recovery = &sv.memo, sv.recovery
-		if name == l.e.conf.ClusterName && l.e.o.tracker != nil {
+		if name == l.e.Conf().ClusterName && l.e.Tracker() != nil {
 			in.Losses = &result.Losses{Counts: maps.Clone(l.losses.Counts), Last: slices.Clone(l.losses.Last)}
 		}
-		if name == l.e.conf.ClusterName && rep != nil && sv.reportFor.Equal(rep.At) {
-			in.Report = rep
+		if name == l.e.Conf().ClusterName && rep != nil && sv.reportFor.Equal(rep.At) {
+			in.Reported = rep
 			rep.DB, rep.DBTieOrderKnown, rep.Pass, rep.Phase, rep.Memo = sv.reportDB, sv.reportTies, sv.reportPass, sv.reportPhase, sv.reportMemo
 		}
-		cl, err := Build(&in)
+		cl, err := build.Build(&in)
 		if err != nil {
 			buildErr = err
-			l.e.o.log.Error().Err(err).Str("slurm_cluster", name).Msg("comparing with what Slurm reports")
-			in.Report = nil
-			cl, _ = Build(&in)
+			l.e.Log().Error().Err(err).Str("slurm_cluster", name).Msg("comparing with what Slurm reports")
+			in.Reported = nil
+			cl, _ = build.Build(&in)
 		}
 		snap.Clusters = append(snap.Clusters, cl)
 	}
-	l.e.stage(StageBuild, l.e.now().Sub(t0), buildErr)
-	t1 := l.e.now()
-	snap.Stages = maps.Clone(l.e.stages)
+	l.e.RecordStage(result.StageBuild, l.e.Wall().Sub(t0), buildErr)
+	t1 := l.e.Wall()
+	snap.Stages = l.e.Stages()
 	err := l.pub.Publish(snap)
-	l.e.stage(StagePublish, l.e.now().Sub(t1), err)
+	l.e.RecordStage(result.StagePublish, l.e.Wall().Sub(t1), err)
 	if err != nil {
-		l.e.o.log.Error().Err(err).Msg("rendering the metrics")
+		l.e.Log().Error().Err(err).Msg("rendering the metrics")
 	} else if snap.Sources["db"].Up {
 		l.ready.Store(true)
 	}
 	for _, cl := range snap.Clusters {
 		if cl.Dropped > l.dropped[cl.Name] {
-			l.e.o.log.Warn().Str("slurm_cluster", cl.Name).Int("dropped", cl.Dropped).Msg("too many associations to export: some left out (--collector.max-associations)")
+			l.e.Log().Warn().Str("slurm_cluster", cl.Name).Int("dropped", cl.Dropped).Msg("too many associations to export: some left out (--collector.max-associations)")
 		}
 		l.dropped[cl.Name] = cl.Dropped
 	}
