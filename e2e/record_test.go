@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
@@ -175,11 +176,42 @@ func (r *replayer) load(t *testing.T, dir string) loaded {
 	if err != nil {
 		t.Fatal(err)
 	}
+	setConfTime(t, abs)
 	r.n++
 	name := fmt.Sprintf("replay%d", r.n)
 	r.db.Load(name, filepath.Join(dir, slurmharness.CaptureDump))
 	r.db.CreateReader("replayer", "pw", name)
 	return loaded{dir: abs, dsnFile: writeDSN(t, r.db.DSN("replayer", "pw", name)), db: name, moment: m}
+}
+
+// setConfTime gives the capture's slurm.conf the time slurmctld booted
+// with it (BOOT_TIME in the captured scontrol show config, in the captured
+// zone), for the rebuild's BillingRules.Since: the harness writes slurm.conf
+// right before a start, and a checkout gives the copy its own time.
+func setConfTime(t *testing.T, dir string) {
+	t.Helper()
+	zone, err := os.ReadFile(filepath.Join(dir, slurmharness.CaptureZone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := time.LoadLocationFromTZData("capture", zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := readFile(t, filepath.Join(dir, slurmharness.CaptureConfig))
+	for l := range strings.Lines(config) {
+		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == "BOOT_TIME" {
+			boot, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), loc)
+			if err == nil {
+				err = os.Chtimes(filepath.Join(dir, slurmharness.CaptureSlurmConf), boot, boot)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s: no BOOT_TIME in %s", dir, slurmharness.CaptureConfig)
 }
 
 // in is a file of the capture.

@@ -59,7 +59,7 @@ func compareBilling(jobs []usage.Job, r usage.BillingRules, names map[uint32]str
 // billingRules is how conf says jobs are billed.
 func billingRules(conf *slurmconf.Config) usage.BillingRules {
 	r := usage.BillingRules{Weights: map[string]map[string]float64{}, MaxTRES: conf.PriorityFlags&slurmconf.FlagMaxTRES != 0,
-		MaxGRES: conf.PriorityFlags&slurmconf.FlagMaxTRESGRES != 0}
+		MaxGRES: conf.PriorityFlags&slurmconf.FlagMaxTRESGRES != 0, Since: conf.ModTime.Unix()}
 	for _, p := range conf.Partitions {
 		r.Weights[p.Name] = p.Billing
 	}

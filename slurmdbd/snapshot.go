@@ -38,7 +38,7 @@ type Snapshot struct {
 	// of the passes (see usage.Usage.TailRisk).
 	TailRisk usage.TailRisk
 	// Unpriced bounds what slurmctld charged beyond the recorded billing
-	// of the jobs whose billing the rules do not give (usage.Usage.Unpriced).
+	// of the jobs whose billing is not known exactly (usage.Usage.Unpriced).
 	Unpriced []float64
 	// Jobs are the jobs that ran after the last hourly rollup, as the
 	// rebuild charges them pass by pass.

@@ -11,6 +11,11 @@ import (
 type BillingRules struct {
 	Weights          map[string]map[string]float64
 	MaxTRES, MaxGRES bool
+	// Since is when slurm.conf last changed (unix seconds): a job that
+	// started before it may have been billed by the PriorityFlags
+	// slurm.conf held then, and two can truncate to one record (4 CPUs and
+	// 3 GB at Mem=0.25G: 4.75 summed, 4 with MAX_TRES, both recorded 4).
+	Since int64
 }
 
 // Billable is what slurmctld bills a job for the TRES counts (id and
@@ -68,10 +73,13 @@ func truncEps(want float64) float64 { return 1e-9 * math.Max(1, want) }
 // Price sets each job's Billed to the billing slurmctld charges it, a
 // double (calc_job_billable_tres), where the rules' value truncates to the
 // billing slurmctld recorded: those are the rules it billed the job by. A
-// job whose record disagrees (weights changed since it started, a TRES
-// the exporter cannot price) keeps its record, and is returned: what
-// slurmctld charged lies within one unit above it. Jobs without a
-// recorded billing are left as they are.
+// job that started before the rules (Since), in a partition with weights,
+// may have been billed by other PriorityFlags: it is charged the middle of
+// the flags' values that truncate to its record, Spread half their range
+// (a loss hides behind what the charge may be off by). A job whose record no rule gives (weights changed since it
+// started, a TRES the exporter cannot price) keeps its record, Spread one
+// unit, and is returned: what slurmctld charged lies within one unit above
+// it. Jobs without a recorded billing are left as they are.
 func (r BillingRules) Price(jobs []Job, names map[uint32]string) (unpriced []Job) {
 	for i := range jobs {
 		j := &jobs[i]
@@ -83,12 +91,23 @@ func (r BillingRules) Price(jobs []Job, names map[uint32]string) (unpriced []Job
 		if !ok {
 			continue
 		}
-		if want := r.Billable(j.Partition, counts, names); Truncates(want, rec) {
-			j.Billed, j.Priced = want, true
-		} else {
-			j.Unpriced = true
-			unpriced = append(unpriced, *j)
+		low, high := math.Inf(1), math.Inf(-1)
+		variants := []BillingRules{r}
+		if j.Start < r.Since && r.Weights[j.Partition] != nil {
+			variants = append(variants, BillingRules{Weights: r.Weights}, BillingRules{Weights: r.Weights, MaxTRES: true},
+				BillingRules{Weights: r.Weights, MaxGRES: true})
 		}
+		for _, v := range variants {
+			if want := v.Billable(j.Partition, counts, names); Truncates(want, rec) {
+				low, high = math.Min(low, want), math.Max(high, want)
+			}
+		}
+		if high < low {
+			j.Spread = 1
+			unpriced = append(unpriced, *j)
+			continue
+		}
+		j.Billed, j.Priced, j.Spread = (low+high)/2, true, (high-low)/2
 	}
 	return unpriced
 }

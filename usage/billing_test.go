@@ -193,3 +193,37 @@ func TestUnpricedBound(t *testing.T) {
 		t.Errorf("slurmctld's %.3f outside [%.3f, %.3f + %.3f], or the bound not one unit a second, or not summed up to root (%v)", ctld, raw, raw, bound, u.Unpriced)
 	}
 }
+
+// TestPricedBeforeRules: MAX_TRES set after a job of 4 CPUs and 3 GB at
+// Mem=0.25G started, summed 4.75 then (slurmctld's charge), 4 now, both
+// recorded 4: the job is charged the middle, 4.375, and the bound holds
+// the 0.375 a second either way; one of 6 CPUs and 6 GB (7.5 summed, 6 with MAX_TRES,
+// recorded 7) is charged 7.5, the only flags' value that truncates to its
+// record, exactly; one that started after the rules is exact, as is one
+// in a partition without weights (its CPUs whatever the flags).
+func TestPricedBeforeRules(t *testing.T) {
+	rules := BillingRules{Weights: map[string]map[string]float64{"cpu": {"cpu": 1, "mem": 0.25 / 1024}}, MaxTRES: true, Since: 5000}
+	p := fairshare.Passes{HalfLife: 3600, Period: 60, Phase: 17, ChargeJobEnd: true}
+	jobs := []Job{
+		{Inx: 1, ID: 1, Partition: "cpu", Assoc: 3, QOS: 1, Start: 1000, TRESAlloc: "1=4,2=3072,4=1,5=4"},
+		{Inx: 2, ID: 2, Partition: "cpu", Assoc: 3, QOS: 1, Start: 6000, TRESAlloc: "1=4,2=3072,4=1,5=4"},
+		{Inx: 3, ID: 3, Partition: "debug", Assoc: 3, QOS: 1, Start: 1000, TRESAlloc: "1=4,2=3072,4=1,5=4"},
+		{Inx: 4, ID: 4, Partition: "cpu", Assoc: 3, QOS: 1, Start: 1000, TRESAlloc: "1=6,2=6144,4=1,5=7"},
+	}
+	want := map[uint32][2]float64{1: {4.375, 0.375}, 2: {4, 0}, 3: {4, 0}, 4: {7.5, 0}} // charged, spread
+	if unpriced := rules.Price(jobs, billingNames); len(unpriced) != 0 {
+		t.Fatalf("unpriced %v: want none (each record is today's rules' truncation)", unpriced)
+	}
+	for _, j := range jobs {
+		if w := want[j.ID]; !j.Priced || j.Billed != w[0] || math.Abs(j.Spread-w[1]) > 1e-12 {
+			t.Errorf("job %d: priced %v at %v, spread %v; want priced at %v, spread %v", j.ID, j.Priced, j.Billed, j.Spread, w[0], w[1])
+		}
+	}
+	assocs := []fairshare.Association{{Account: "root", Parent: -1}, {Account: "a", Parent: 0, Shares: 1}, {Account: "a", User: "u1", Parent: 1, Shares: 1}}
+	in := Inputs{Assocs: assocs, Node: map[uint32]int{1: 0, 2: 1, 3: 2}, Passes: p, At: 12630, LastHourly: 0, Jobs: jobs[:1]}
+	u, _ := Rebuild(in)
+	ctld := p.JobUsage(1000, 0, in.At, 4.75)
+	if raw, bound := u.Raw[2], u.Unpriced[2]; math.Abs(ctld-(raw+bound)) > 1e-9*ctld || bound > 1.0001*ctld*0.375/4.75 {
+		t.Errorf("slurmctld's %.3f is not the bound's top %.3f + %.3f, or the bound not 0.375 a second", ctld, raw, bound)
+	}
+}

@@ -94,7 +94,7 @@ type Usage struct {
 	// seconds: min(w·Rate, Most) per tree association (subtree sums).
 	TailRisk TailRisk
 	// Unpriced is how much more than Raw slurmctld may have charged the
-	// jobs charged at their recorded, truncated billing (Job.Unpriced)
+	// jobs whose billing is not known exactly (Job.Spread)
 	// (subtree sums).
 	Unpriced []float64
 }
@@ -188,8 +188,9 @@ func (b *rebuild) jobs() {
 		for _, c := range in.rowExcess(j, per) {
 			b.add(Key{j.Assoc, c.id}, c.per, "")
 		}
-		if j.Unpriced {
-			b.add(Key{j.Assoc, tresUnpriced}, factor(in.UsageFactor, j.QOS)*(after+in.rowWeight(j)), "")
+		if j.Spread > 0 {
+			// weighed as the job's seconds are: the rows' and retime's
+			b.add(Key{j.Assoc, tresUnpriced}, j.Spread*factor(in.UsageFactor, j.QOS)*(w+in.rowWeight(j)), "")
 		}
 		b.u.Uncharged[i] += in.tail(j, jobsFrom) * billing
 		rate, most, lost := in.tailRisk(j, jobsFrom)

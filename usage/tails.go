@@ -35,8 +35,10 @@ func (in *Inputs) Tails(jobs []Job, retimed bool) (Frozen, []error) {
 		for _, c := range in.rowExcess(j, per) {
 			f.Usage[Key{j.Assoc, c.id}] += c.per
 		}
-		if j.Unpriced {
-			f.Usage[Key{j.Assoc, tresUnpriced}] += factor(in.UsageFactor, j.QOS) * in.rowWeight(j)
+		if j.Spread > 0 {
+			// weighed as the job's seconds are: the rows', retimed, less
+			// the tail slurmctld did not charge
+			f.Usage[Key{j.Assoc, tresUnpriced}] += j.Spread * factor(in.UsageFactor, j.QOS) * max(0, in.rowWeight(j)+r-out)
 		}
 		if t == 0 && r == 0 && rate == 0 {
 			continue

@@ -116,10 +116,13 @@ type Job struct {
 	// recorded integer.
 	Billed float64
 	Priced bool
-	// Unpriced: the rules' billing does not truncate to the one recorded
-	// (BillingRules.Price), so slurmctld charged up to one unit a second
-	// more than the record: Usage.Unpriced bounds it.
-	Unpriced bool
+	// Spread is how far the billing slurmctld charged a second may lie
+	// from the one the rebuild charges (BillingRules.Price): one unit above
+	// where the rules' billing does not truncate to the one recorded, so
+	// the record is charged; where rules newer than the job leave several
+	// values that truncate to it, half their range around their middle.
+	// Usage.Unpriced bounds it.
+	Spread float64
 }
 
 // Problem is a data problem whose message carries a value that moves from
@@ -149,7 +152,7 @@ func (p *Problem) Unwrap() error { return p.Err }
 //
 // tresUnpriced sums, the same way, uf·(the job's weight) over the jobs
 // charged at their recorded billing whose true one the rules do not give
-// (Job.Unpriced): slurmctld charged up to that much more (Usage.Unpriced).
+// (Job.Spread): slurmctld charged up to that much more (Usage.Unpriced).
 const (
 	tresTailRate = math.MaxUint32 - iota
 	tresTailMost
