@@ -23,21 +23,33 @@ var hetJobs = []reweighJob{
 	{2, 10, 3, base + 1000, base + 3*3600 + 10, "1=2,4=1,5=3", 6},
 	{3, 11, 1, base + 3*3600 + 300, 0, "1=17,4=1,5=17", 17},
 	{4, 11, 3, base + 3*3600 + 300, base + 6*3600, "1=2,4=1,5=2", 4},
+	{5, 11, 1, base + 4*3600 + 100, base + 7*3600 + 50, "1=3,4=1,5=3", 3},
 }
 
 // hetSubmit is the components' time_submit by job_db_inx: 8 s after a
 // pass of hetPasses (phase 18, every 300 s), as alice's was on the
-// site-shaped 26.05 cluster; hetOffset their het_job_offset.
+// site-shaped 26.05 cluster; hetOffset their het_job_offset. Job 5 is the
+// record of a requeued run of a component (restart_cnt 1), which
+// slurmctld does not charge at its time_submit.
 var (
-	hetSubmit = map[int]int64{2: base + 926, 3: base + 10826, 4: base + 10826}
-	hetOffset = map[int]int{2: 0, 3: 0, 4: 1}
+	hetSubmit  = map[int]int64{2: base + 926, 3: base + 10826, 4: base + 10826, 5: base + 14426}
+	hetOffset  = map[int]int{2: 0, 3: 0, 4: 1, 5: 0}
+	hetRestart = map[int]int{5: 1}
 )
+
+// hetCharged is the moment slurmctld charged a job at submission, ok
+// false for a job it did not.
+func hetCharged(inx int) (s int64, ok bool) {
+	s, ok = hetSubmit[inx]
+	return s, ok && hetRestart[inx] == 0
+}
 
 var hetPasses = fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 
 // TestHetSubmitCharge: on the 26.05 layout (sluid) with limits enforced,
-// the heterogeneous-job components, and they alone, are read with their
-// time_submit as SubmitCharge; on 24.11 and 25.11 none is. Rolled up hour
+// the heterogeneous-job components, and they alone (not a requeued run's
+// record), are read with their time_submit as SubmitCharge; on 24.11 and
+// 25.11 none is. Rolled up hour
 // by hour until the finished ones freeze, every incremental refresh equals
 // a full load, and each user's RawUsage exceeds that of the same jobs
 // recorded as ordinary ones by what slurmctld 26.05 charged the
@@ -56,7 +68,7 @@ func TestHetSubmitCharge(t *testing.T) {
 				lastPass := hetPasses.Phase + math.Floor((at-hetPasses.Phase)/hetPasses.Period)*hetPasses.Period
 				want := map[uint32]float64{}
 				for _, j := range hetJobs {
-					s, ok := hetSubmit[j.inx]
+					s, ok := hetCharged(j.inx)
 					if !ok || !charges || float64(s) > at {
 						continue
 					}
@@ -77,14 +89,15 @@ func TestHetSubmitCharge(t *testing.T) {
 // hetRefreshes rolls hetJobs up hour by hour on rel, refreshing
 // incrementally and fully a quarter past each hour, and gives each
 // hour's RawUsage by id_assoc. marked records the components as such
-// (het_job_offset, time_submit); otherwise every job is ordinary.
+// (het_job_offset, time_submit, restart_cnt); otherwise every job is
+// ordinary.
 func hetRefreshes(t *testing.T, srv *mariadbtest.Server, rel release, marked bool) []map[uint32]float64 {
 	t.Helper()
 	_, c, db := openRelease(t, srv, rel)
 	mark := ""
 	if marked {
 		for inx, s := range hetSubmit {
-			mark += fmt.Sprintf(" UPDATE %s_job_table SET het_job_offset = %d, time_submit = %d WHERE job_db_inx = %d;", c.Name, hetOffset[inx], s, inx)
+			mark += fmt.Sprintf(" UPDATE %s_job_table SET het_job_offset = %d, time_submit = %d, restart_cnt = %d WHERE job_db_inx = %d;", c.Name, hetOffset[inx], s, hetRestart[inx], inx)
 		}
 	}
 	srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM %s_assoc_usage_hour_table;"+
@@ -100,8 +113,8 @@ func hetRefreshes(t *testing.T, srv *mariadbtest.Server, rel release, marked boo
 		}
 		for _, j := range got.Jobs {
 			want := int64(0)
-			if marked && rel.layout.HetChargedAtSubmit {
-				want = hetSubmit[int(j.Inx)]
+			if s, ok := hetCharged(int(j.Inx)); ok && marked && rel.layout.HetChargedAtSubmit {
+				want = s
 			}
 			if j.SubmitCharge != want {
 				t.Errorf("hour %d, job_db_inx %d: SubmitCharge %d, want %d", h, j.Inx, j.SubmitCharge, want)

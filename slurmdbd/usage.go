@@ -234,9 +234,12 @@ const (
 // SubmitCharge: with charged (Layout.HetChargedAtSubmit and limits
 // enforced), time_submit where het_job_offset says the job is a
 // heterogeneous-job component (NO_VAL: it is not), else the stand-in 0.
+// Not for the record of a requeued run (restart_cnt, 24.11+): slurmctld
+// gives it a new time_submit itself (job_mgr.c, the requeue), where only
+// the submission RPCs charge (proc_req.c _het_job_val_rem).
 func submitCharge(charged bool) string {
 	if charged {
-		return "IF(`het_job_offset` = 4294967294, 0, `time_submit`)"
+		return "IF(`het_job_offset` = 4294967294 OR `restart_cnt` > 0, 0, `time_submit`)"
 	}
 	return "0"
 }
