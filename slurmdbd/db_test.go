@@ -37,6 +37,12 @@ var releases = []release{
 			" DROP TABLE v2411_qos_usage_hour_table, v2411_qos_usage_day_table, v2411_qos_usage_month_table"},
 	{name: "24.11", dir: "slurm-24.11", cluster: "v2411", layout: Layout{LftRgt: true, IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true, Convert: 16}, sameOrder: true},
 	{name: "25.11", dir: "slurm-25.11", cluster: "v2511", layout: Layout{IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true, Convert: 16}, sameOrder: true},
+	// no 26.05 dump here: of what 26.05.5's schema adds to job_table
+	// (docs/usage.md), 25.11's lacks sluid, its index, exclusive and
+	// oversubscribe; sluid is what the exporter reads
+	{name: "26.05 (derived from 25.11: job_table's sluid)", dir: "slurm-25.11", cluster: "v2511",
+		layout: Layout{IDParent: true, Lineage: true, AcctFlags: true, IDAlt: true, QOSUsage: true, HourModIndex: true, Txn: true, Convert: 16, HetChargedAtSubmit: true}, sameOrder: true,
+		alter: "ALTER TABLE v2511_job_table ADD COLUMN `sluid` bigint unsigned DEFAULT 0 NOT NULL, ADD KEY `sluid` (`sluid`)"},
 }
 
 var dbSeq int
@@ -300,7 +306,7 @@ func TestQOSFactorAndJobIndex(t *testing.T) {
 	}
 
 	_, c25, _ := openRelease(t, srv, releases[3])
-	jobs, err := c25.Jobs(ctx, 0, 1<<40)
+	jobs, err := c25.Jobs(ctx, 0, 1<<40, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func (c Cluster) RunningJobs(ctx context.Context, at time.Time) (jobs []RunningJ
 	}
 	factors := usageFactors(qos)
 	t := at.Unix()
-	err = c.db.query(ctx, "reading running jobs from "+c.quoted("job_table"), c.fill(sqlRunningJobs), func(r *sql.Rows) error {
+	err = c.db.query(ctx, "reading running jobs from "+c.quoted("job_table"), c.fill(sqlRunningJobs, submitCharge(false)), func(r *sql.Rows) error {
 		var j RunningJob
 		var limit uint32
 		if err := scanJob(r, &j.Job, &limit); err != nil {

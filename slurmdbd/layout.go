@@ -61,6 +61,17 @@ type Layout struct {
 	// Txn: txn_table, where slurmdbd logs every change an administrator
 	// makes (sacctmgr), associations included.
 	Txn bool
+	// HetChargedAtSubmit: slurmctld charges each heterogeneous-job
+	// component at its submission, as if it had run from the last decay
+	// pass to then (26.05+ with limits enforced: proc_req.c
+	// _het_job_val_rem calls acct_policy_job_fini, hence
+	// priority_p_job_end, on the pending components). Nothing in the
+	// database records that charge or slurmctld's release; job_table's
+	// sluid arrived in the same release (26.05.0rc1), so the schema
+	// tells it. Not while slurmctld is older than a 26.05 slurmdbd
+	// (slurmdbd is upgraded first): then the rebuild is above slurmctld
+	// by those charges until slurmctld is upgraded too.
+	HetChargedAtSubmit bool
 }
 
 // required columns per table suffix ("" for global tables).
@@ -138,13 +149,14 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	return Layout{
 		Convert:       convert,
 		HourTimeIndex: timeIndex, HourModIndex: modIndex,
-		LftRgt:    a["lft"] && a["rgt"],
-		IDParent:  a["id_parent"],
-		Lineage:   a["lineage"],
-		AcctFlags: cols["acct_table"]["flags"],
-		IDAlt:     cols["assoc_usage_hour_table"]["id_alt"],
-		QOSUsage:  cols["qos_usage_hour_table"]["id_alt"],
-		Txn:       cols["txn_table"]["id"],
+		LftRgt:             a["lft"] && a["rgt"],
+		IDParent:           a["id_parent"],
+		Lineage:            a["lineage"],
+		AcctFlags:          cols["acct_table"]["flags"],
+		IDAlt:              cols["assoc_usage_hour_table"]["id_alt"],
+		QOSUsage:           cols["qos_usage_hour_table"]["id_alt"],
+		Txn:                cols["txn_table"]["id"],
+		HetChargedAtSubmit: cols["job_table"]["sluid"],
 	}, nil
 }
 

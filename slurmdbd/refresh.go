@@ -50,7 +50,10 @@ type refresh struct {
 	from, tailFrom, end, watermark int64
 	// now is the last pass at at, which the frozen sums are decayed to.
 	now float64
-	fp  uint64
+	// submitCharged: slurmctld charged heterogeneous-job components at
+	// their submission (usage.Job.SubmitCharge).
+	submitCharged bool
+	fp            uint64
 	// full: the whole history is read, into frozen; otherwise newly holds
 	// the hours old enough to freeze since the last refresh, if any.
 	full          bool
@@ -69,7 +72,7 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &refresh{at: at, layout: l}
+	f := &refresh{at: at, layout: l, submitCharged: l.HetChargedAtSubmit && r.Passes.ChargeJobEnd}
 	if f.rows, f.tree, err = r.associations(ctx, l); err != nil {
 		return nil, err
 	}
@@ -176,15 +179,23 @@ func (r *Refresher) readFrozen(ctx context.Context, f *refresh) error {
 	return nil
 }
 
-// addTails adds to sums what the jobs that ended in [from, to) change of
+// addTails adds to sums what the jobs that ended in (from, to] change of
 // the rows they made (usage.Inputs.Tails): their uncharged tails, unless
-// slurmctld charges them at the end, and what their rows do not weigh
-// (reweighs).
+// slurmctld charges them at the end, what their rows do not weigh
+// (reweighs), and the charges at submission the rows have none of.
 func (r *Refresher) addTails(ctx context.Context, f *refresh, sums usage.Frozen, from, to int64) error {
-	if r.Passes.ChargeJobEnd && !r.reweighs(f) || to <= from {
+	read := r.Cluster.Ended
+	switch {
+	case to <= from:
 		return nil
+	case r.Passes.ChargeJobEnd && !r.reweighs(f) && !f.submitCharged:
+		return nil
+	case r.Passes.ChargeJobEnd && !r.reweighs(f):
+		// only their charges at submission: reading every job that
+		// ended over the horizon would be for its few heterogeneous ones
+		read = r.Cluster.EndedHet
 	}
-	jobs, err := r.jobs(ctx, f, r.Cluster.Ended, from, to)
+	jobs, err := r.jobs(ctx, f, read, from, to)
 	if err != nil {
 		return err
 	}
@@ -353,10 +364,10 @@ func (r *Refresher) checkPurged(ctx context.Context, f *refresh) error {
 	return nil
 }
 
-// jobs reads jobs with read (Cluster.Jobs or Ended) and prices their
+// jobs reads jobs with read (Cluster.Jobs, Ended or EndedHet) and prices their
 // billing by Billing, reporting per partition the jobs it cannot price.
-func (r *Refresher) jobs(ctx context.Context, f *refresh, read func(context.Context, int64, int64) ([]usage.Job, error), from, to int64) ([]usage.Job, error) {
-	jobs, err := read(ctx, from, to)
+func (r *Refresher) jobs(ctx context.Context, f *refresh, read func(context.Context, int64, int64, bool) ([]usage.Job, error), from, to int64) ([]usage.Job, error) {
+	jobs, err := read(ctx, from, to, f.submitCharged)
 	if err != nil || r.Billing == nil {
 		return jobs, err
 	}

@@ -57,12 +57,12 @@ func refresherReweighs(t *testing.T, srv *mariadbtest.Server, rel release) map[u
 		{3, 10, 3, base + 2000, base + 2*3600 + 10, "1=12,2=6144,4=1,5=13", 27},
 	}
 	srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table;"+
-		" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0), (3, 'high', 2); %s", db, insertJobs(jobs)))
+		" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0), (3, 'high', 2); %s", db, insertJobs("v2411", jobs)))
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: rules}
 	usage := map[uint32]float64{}
 	for h := 1; h <= 12; h++ {
-		srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs(jobs, h, qosTable)))
+		srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs("v2411", jobs, h, qosTable)))
 		at := time.Unix(int64(base+h*3600+900), 0)
 		got, err := r.Refresh(context.Background(), at)
 		if err != nil {
@@ -97,22 +97,24 @@ func refresherReweighs(t *testing.T, srv *mariadbtest.Server, rel release) map[u
 	return usage
 }
 
-// insertJobs replaces job_table's rows with jobs', in partition cpu.
-func insertJobs(jobs []reweighJob) string {
+// insertJobs replaces the cluster's job_table rows with jobs', in
+// partition cpu, submitted as they start, none a heterogeneous-job
+// component (het_job_offset NO_VAL).
+func insertJobs(cluster string, jobs []reweighJob) string {
 	var vals []string
 	for _, j := range jobs {
-		vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,'%s',0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.end, j.tres))
+		vals = append(vals, fmt.Sprintf("(%d,%d,%d,%d,'cpu',%d,%d,%d,'%s',4294967294,0)", j.inx, j.inx, j.assoc, j.qos, j.start, j.start, j.end, j.tres))
 	}
-	return "DELETE FROM v2411_job_table; INSERT INTO v2411_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_start, time_end, tres_alloc, deleted) VALUES " +
+	return fmt.Sprintf("DELETE FROM %[1]s_job_table; INSERT INTO %[1]s_job_table (id_job, job_db_inx, id_assoc, id_qos, `partition`, time_submit, time_start, time_end, tres_alloc, het_job_offset, deleted) VALUES ", cluster) +
 		strings.Join(vals, ",") + ";"
 }
 
-// rollJobs is what slurmdbd's hourly rollup writes for jobs up to hour h
-// after base: each hour's billing row holds the recorded (truncated)
-// billing times the jobs' seconds in it, no UsageFactor, stamped a minute
-// after the hour, and with qosTable the same split by QOS (id_alt);
-// last_ran moves to the hour's end.
-func rollJobs(jobs []reweighJob, hours int, qosTable bool) string {
+// rollJobs is what slurmdbd's hourly rollup of the cluster writes for
+// jobs up to hour h after base: each hour's billing row holds the
+// recorded (truncated) billing times the jobs' seconds in it, no
+// UsageFactor, stamped a minute after the hour, and with qosTable the
+// same split by QOS (id_alt); last_ran moves to the hour's end.
+func rollJobs(cluster string, jobs []reweighJob, hours int, qosTable bool) string {
 	sums, byQOS := map[[2]int64]float64{}, map[[3]int64]float64{}
 	for _, j := range jobs {
 		rec, _, _ := usage.TRESCount(j.tres, usage.TRESBilling)
@@ -138,10 +140,10 @@ func rollJobs(jobs []reweighJob, hours int, qosTable bool) string {
 		for k, v := range byQOS {
 			qv = append(qv, fmt.Sprintf("(%d,%d,0,%d,%d,5,%d,%.0f)", k[2]+3660, k[2]+3660, k[0], k[1], k[2], v))
 		}
-		q = "REPLACE INTO v2411_qos_usage_hour_table (creation_time, mod_time, deleted, id, id_alt, id_tres, time_start, alloc_secs) VALUES " + strings.Join(qv, ",") + "; "
+		q = "REPLACE INTO " + cluster + "_qos_usage_hour_table (creation_time, mod_time, deleted, id, id_alt, id_tres, time_start, alloc_secs) VALUES " + strings.Join(qv, ",") + "; "
 	}
-	return q + fmt.Sprintf("REPLACE INTO v2411_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs) VALUES %s; UPDATE v2411_last_ran_table SET hourly_rollup = %d",
-		strings.Join(vals, ","), base+hours*3600)
+	return q + fmt.Sprintf("REPLACE INTO %[1]s_assoc_usage_hour_table (creation_time, mod_time, deleted, id, id_tres, time_start, alloc_secs) VALUES %[2]s; UPDATE %[1]s_last_ran_table SET hourly_rollup = %[3]d",
+		cluster, strings.Join(vals, ","), base+hours*3600)
 }
 
 // TestPurgedJobsReported: a full load that reweighs says when rolled-up
@@ -155,7 +157,7 @@ func TestPurgedJobsReported(t *testing.T) {
 	for _, kept := range [][]reweighJob{{later}, {gone, later}} {
 		_, c, db := openRelease(t, srv, releases[1])
 		srv.MustSQL(fmt.Sprintf("SET SESSION sql_mode=''; USE %s; DELETE FROM v2411_assoc_usage_hour_table;"+
-			" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0); %s %s", db, insertJobs(kept), rollJobs([]reweighJob{gone, later}, 8, false)))
+			" INSERT INTO qos_table (id, name, usage_factor) VALUES (2, 'scavenger', 0); %s %s", db, insertJobs("v2411", kept), rollJobs("v2411", []reweighJob{gone, later}, 8, false)))
 		snap, err := (&Refresher{Cluster: c, Passes: passes, Location: time.UTC}).Refresh(context.Background(), time.Unix(base+86400, 0))
 		if err != nil {
 			t.Fatal(err)

@@ -104,7 +104,7 @@ type Refresher struct {
 		freezes, reads int
 	}
 	recent recentHours
-	// ended are the jobs that ended in [from, to), the rolled-up hours
+	// ended are the jobs that ended in (from, to], the rolled-up hours
 	// above the watermark, as last read.
 	ended struct {
 		from, to int64

@@ -63,8 +63,10 @@ func (t *Tables) Snapshot(at time.Time, ref *Refresher) (*Snapshot, error) {
 				j.End = 0
 			}
 			in.Jobs = append(in.Jobs, j)
-		case !ref.Passes.ChargeJobEnd && j.End < lastRan.Hourly && float64(j.End) >= in.HoursFrom:
-			in.Ended = append(in.Ended, j) // their tails, out of the rolled-up hours
+		case (!ref.Passes.ChargeJobEnd || j.SubmitCharge != 0) && j.End <= lastRan.Hourly && float64(j.End) >= in.HoursFrom:
+			// their tails, out of the rolled-up hours; their charges at
+			// submission, which the hours have none of
+			in.Ended = append(in.Ended, j)
 		}
 	}
 	u, problems := usage.Rebuild(in)

@@ -216,26 +216,50 @@ func (d *DB) TRESNames(ctx context.Context) (map[uint32]string, error) {
 	return out, err
 }
 
-// The job_table columns usage.Job holds (scanJob), and the jobs that ran
-// at some time in (from, to]: started before to, not ended by from (args
-// to, from).
+// The job_table columns usage.Job holds (scanJob), %[2]s the one of
+// SubmitCharge (submitCharge), and the jobs that ran at some time in
+// (from, to]: started before to, not ended by from (args to, from).
 const (
-	sqlJobCols = "`job_db_inx`, `id_job`, `partition`, `id_assoc`, `id_qos`, `time_start`, `time_end`, `tres_alloc`"
+	sqlJobCols = "`job_db_inx`, `id_job`, `partition`, `id_assoc`, `id_qos`, `time_start`, `time_end`, `tres_alloc`, %[2]s"
 	sqlJobsRan = " WHERE `deleted` = 0 AND `time_start` > 0 AND `time_start` < ? AND (`time_end` = 0 OR `time_end` > ?)"
 	sqlJobs    = "SELECT " + sqlJobCols + " FROM `%[1]s_job_table`" + sqlJobsRan
-	// sqlEnded: the jobs that ended in [from, to).
-	sqlEnded = "SELECT " + sqlJobCols + " FROM `%[1]s_job_table` WHERE `deleted` = 0 AND `time_start` > 0 AND `time_end` >= ? AND `time_end` < ?"
+	// sqlEnded: the jobs that ended in (from, to], all of whose seconds
+	// are before to (the jobs above end after it); sqlEndedHet: the
+	// heterogeneous-job components among them.
+	sqlEnded    = "SELECT " + sqlJobCols + " FROM `%[1]s_job_table` WHERE `deleted` = 0 AND `time_start` > 0 AND `time_end` > ? AND `time_end` <= ?"
+	sqlEndedHet = sqlEnded + " AND `het_job_offset` <> 4294967294"
 )
 
-// Jobs reads the jobs that ran at some time in (from, to]: started before
-// to and not ended by from.
-func (c Cluster) Jobs(ctx context.Context, from, to int64) ([]usage.Job, error) {
-	return c.jobs(ctx, c.fill(sqlJobs), to, from)
+// submitCharge is the column of sqlJobCols that gives usage.Job's
+// SubmitCharge: with charged (Layout.HetChargedAtSubmit and limits
+// enforced), time_submit where het_job_offset says the job is a
+// heterogeneous-job component (NO_VAL: it is not), else the stand-in 0.
+// Not for the record of a requeued run (restart_cnt, 24.11+): slurmctld
+// gives it a new time_submit itself (job_mgr.c, the requeue), where only
+// the submission RPCs charge (proc_req.c _het_job_val_rem).
+func submitCharge(charged bool) string {
+	if charged {
+		return "IF(`het_job_offset` = 4294967294 OR `restart_cnt` > 0, 0, `time_submit`)"
+	}
+	return "0"
 }
 
-// Ended reads the jobs that ended in [from, to).
-func (c Cluster) Ended(ctx context.Context, from, to int64) ([]usage.Job, error) {
-	return c.jobs(ctx, c.fill(sqlEnded), from, to)
+// Jobs reads the jobs that ran at some time in (from, to]: started before
+// to and not ended by from. charged: see submitCharge.
+func (c Cluster) Jobs(ctx context.Context, from, to int64, charged bool) ([]usage.Job, error) {
+	return c.jobs(ctx, c.fill(sqlJobs, submitCharge(charged)), to, from)
+}
+
+// Ended reads the jobs that ended in (from, to]. charged: see
+// submitCharge.
+func (c Cluster) Ended(ctx context.Context, from, to int64, charged bool) ([]usage.Job, error) {
+	return c.jobs(ctx, c.fill(sqlEnded, submitCharge(charged)), from, to)
+}
+
+// EndedHet reads the heterogeneous-job components that ended in (from,
+// to]. charged: see submitCharge.
+func (c Cluster) EndedHet(ctx context.Context, from, to int64, charged bool) ([]usage.Job, error) {
+	return c.jobs(ctx, c.fill(sqlEndedHet, submitCharge(charged)), from, to)
 }
 
 func (c Cluster) jobs(ctx context.Context, q string, args ...any) ([]usage.Job, error) {
@@ -255,7 +279,7 @@ func (c Cluster) jobs(ctx context.Context, q string, args ...any) ([]usage.Job, 
 // extra.
 func scanJob(r *sql.Rows, j *usage.Job, extra ...any) error {
 	var tres, part sql.NullString
-	if err := r.Scan(append([]any{&j.Inx, &j.ID, &part, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres}, extra...)...); err != nil {
+	if err := r.Scan(append([]any{&j.Inx, &j.ID, &part, &j.Assoc, &j.QOS, &j.Start, &j.End, &tres, &j.SubmitCharge}, extra...)...); err != nil {
 		return err
 	}
 	j.TRESAlloc, j.Partition = tres.String, part.String

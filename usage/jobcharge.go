@@ -1,6 +1,9 @@
 package usage
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // tresCharge is what a job charges per second of one TRES, and the count
 // tres_alloc records of it, which the rollups count (-1: none recorded:
@@ -51,13 +54,17 @@ func JobBilling(j Job, factors map[uint32]float64) (float64, error) {
 	return billing, err
 }
 
-// rowExcess is, per TRES, the usage j's seconds in the rolled-up hours
-// add beyond what the rows count of them: the rows count each second at
-// the TRES counts tres_alloc records, the billing truncated to an integer
-// and, unless RowsByQOS, without UsageFactor, where slurmctld charged per
-// (jobTRES). The excess is weighed as the rows' seconds are (rowWeight).
+// rowExcess is, per TRES, the usage j adds beyond what the rows count of
+// it: the rows count each second in the rolled-up hours at the TRES
+// counts tres_alloc records, the billing truncated to an integer and,
+// unless RowsByQOS, without UsageFactor, where slurmctld charged per
+// (jobTRES), the excess weighed as the rows' seconds are (rowWeight);
+// and they count nothing of the charge at submission (submitCharge),
+// which comes whole.
 func (in *Inputs) rowExcess(j Job, per []tresCharge) []tresCharge {
-	if j.Start >= in.LastHourly || j.End != 0 && j.End <= j.Start {
+	submit := in.submitCharge(j)
+	rolled := j.Start < in.LastHourly && (j.End == 0 || j.End > j.Start)
+	if !rolled && submit == 0 {
 		return nil
 	}
 	rowFactor := 1.0
@@ -67,15 +74,36 @@ func (in *Inputs) rowExcess(j Job, per []tresCharge) []tresCharge {
 	var out []tresCharge
 	var w float64
 	for _, c := range per {
-		if c.recorded < 0 {
-			continue // billing charged as the CPUs: the rows have none
-		}
-		if d := c.per - c.recorded*rowFactor; d != 0 {
+		e := submit * c.per
+		// recorded < 0: billing charged as the CPUs, of which the rows
+		// have none
+		if d := c.per - c.recorded*rowFactor; rolled && c.recorded >= 0 && d != 0 {
 			if w == 0 {
 				w = in.rowWeight(j)
 			}
-			out = append(out, tresCharge{id: c.id, per: d * w})
+			e += d * w
+		}
+		if e != 0 {
+			out = append(out, tresCharge{id: c.id, per: e})
 		}
 	}
 	return out
+}
+
+// submitCharge is what j's charge at its submission weighs at At per unit
+// of count (0 unless Job.SubmitCharge): slurmctld 26.05 ends the pending
+// components of a heterogeneous job once it has checked their limits
+// (proc_req.c _het_job_val_rem), and ending a job charges it from the last
+// pass, or its start, to the moment, decayed (priority_p_job_end,
+// _apply_new_usage); a pending job has no start. It is the last partial
+// interval of a job that ended then, which slurmctld charges only with
+// limits enforced, the one case it happens in.
+func (in *Inputs) submitCharge(j Job) float64 {
+	if j.SubmitCharge == 0 {
+		return 0
+	}
+	p, s := in.Passes, float64(j.SubmitCharge)
+	p.ChargeJobEnd = true
+	last := p.LastPass(s)
+	return p.JobUsageIn(last, s, in.Since, math.Inf(1), in.At, 1)
 }

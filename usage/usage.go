@@ -123,6 +123,11 @@ type Job struct {
 	// values that truncate to it, half their range around their middle.
 	// Usage.Unpriced bounds it.
 	Spread float64
+	// SubmitCharge is, for a heterogeneous-job component that slurmctld
+	// charged at its submission (26.05+ with limits enforced), that
+	// moment, time_submit; 0 otherwise. slurmctld charged it as if it had
+	// run from the last pass before to then (submitCharge).
+	SubmitCharge int64
 }
 
 // Problem is a data problem whose message carries a value that moves from
