@@ -55,8 +55,8 @@ type Reported struct {
 	// Memo, shared by every Reported made of one reading (nil: none), keeps
 	// Build's comparison with it: the report and the database's tree at
 	// its moment change only with the next reading, while Build runs after
-	// every refresh. At 11k associations the comparison was 25 of Build's
-	// 30 ms.
+	// every refresh, and the comparison is most of Build's time at a
+	// large tree (docs/performance.md).
 	Memo *ReportMemo
 }
 
