@@ -2,6 +2,7 @@ package slurmharness
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 )
 
@@ -43,4 +44,30 @@ func (c *Cluster) program(name string) string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// linkClients points the cluster's bin directory (first on Env's PATH) at
+// the clients of its release on the host, so that a program started with
+// Env, the exporter among them, runs the release's sshare after an
+// Upgrade as it would after a site upgraded its packages in place.
+func (c *Cluster) linkClients() {
+	c.t.Helper()
+	if err := os.MkdirAll(c.binDir(), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, name := range clients {
+		target := c.program(name)
+		if !filepath.IsAbs(target) {
+			p, err := exec.LookPath(name)
+			if err != nil {
+				continue // not installed: the command fails as it would without the link
+			}
+			target = p
+		}
+		link := filepath.Join(c.binDir(), name)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			c.t.Fatal(err)
+		}
+	}
 }

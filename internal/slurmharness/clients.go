@@ -15,16 +15,11 @@ import (
 func (c *Cluster) SQL(stmts string) (string, error) { return c.DB.SQL(stmts) }
 
 // Env is the environment for Slurm clients of this cluster, the
-// exporter among them: in a chroot release, PATH starts with wrappers that
-// run each client in the chroot; in a release built apart, with its bin.
+// exporter among them: PATH starts with the cluster's bin directory, of
+// wrappers that run each client in a chroot release's chroot, or links
+// to the host release's clients (linkClients).
 func (c *Cluster) Env() []string {
-	env := append(os.Environ(), "SLURM_CONF="+c.Conf)
-	switch {
-	case c.root != "":
-		env = append(env, "PATH="+c.binDir()+":"+os.Getenv("PATH"))
-	case c.prefix != "":
-		env = append(env, "PATH="+filepath.Join(c.prefix, "bin")+":"+os.Getenv("PATH"))
-	}
+	env := append(os.Environ(), "SLURM_CONF="+c.Conf, "PATH="+c.binDir()+":"+os.Getenv("PATH"))
 	if !c.cfg.HourAt.IsZero() {
 		env = append(env, "TZ="+filepath.Join(c.Dir, zoneFile))
 	}

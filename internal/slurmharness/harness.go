@@ -141,6 +141,8 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	if root != "" {
 		// before the database and the daemons: the mounts go last
 		c.startChroot()
+	} else {
+		c.linkClients()
 	}
 	c.startDaemons()
 	switch {

@@ -29,6 +29,7 @@ func (c *Cluster) Upgrade(release string, ctldDown time.Duration) {
 		}
 	}
 	c.prefix, c.cfg.Release = prefix, release
+	c.linkClients()
 	c.StartDaemon("slurmdbd")
 	c.waitFor("slurmdbd of "+release+" to answer", 5*time.Minute, func() error {
 		_, err := c.Run("sacctmgr", "-n", "-P", "show", "cluster")
