@@ -19,6 +19,7 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	if _, near := in.NearPass(read); near {
 		w = in.Passes.Period
 	}
+	w = max(w, in.missedPasses(read))
 	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
 		Period: in.Passes.Period, BootUsage: in.BootUsage, Unpriced: in.Unpriced}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
@@ -32,6 +33,25 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 		}
 	}
 	return pe
+}
+
+// missedPasses is how long slurmctld has run no decay pass at the read,
+// beyond a period, where its state file says when it ran the last (0
+// otherwise): down, or restarted and not yet at its first pass, it has
+// neither charged its jobs nor decayed its usage since, which its first
+// pass does at once; the database's usage is rebuilt as if it had.
+func (in *Inputs) missedPasses(read *[2]time.Time) float64 {
+	if in.Phase.Source != result.PhaseStateFile || in.Phase.Last.IsZero() || in.Passes.Period <= 0 {
+		return 0
+	}
+	at := fairshare.Seconds(in.Computed)
+	if read != nil {
+		at = fairshare.Seconds(read[1])
+	}
+	if gap := at - fairshare.Seconds(in.Phase.Last); gap > in.Passes.Period+in.Phase.Uncertainty.Seconds() {
+		return gap
+	}
+	return 0
 }
 
 // RecordDelay is how long after a job's end its record is in job_table

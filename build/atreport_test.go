@@ -46,3 +46,29 @@ func TestShownAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestMissedPasses: slurmctld's state file says its last pass was four
+// periods before the read (down, or back and not yet at its first pass):
+// the pass error spans the whole time since, which its jobs ran and its
+// usage stood undecayed in its report; a read within a period of the
+// last pass keeps the phase's uncertainty, as does an inferred phase.
+func TestMissedPasses(t *testing.T) {
+	last := time.Unix(1_800_000_000, 0)
+	for _, tc := range []struct {
+		name   string
+		source string
+		after  time.Duration
+		want   float64
+	}{
+		{"down for four periods", result.PhaseStateFile, 250 * time.Second, 250},
+		{"within a period", result.PhaseStateFile, 30 * time.Second, 1},
+		{"inferred", result.PhaseInferred, 250 * time.Second, 1},
+	} {
+		in := &Inputs{Database: Database{Passes: fairshare.Passes{HalfLife: 3600, Period: 60, Phase: float64(last.Unix())},
+			Phase: result.Phase{Source: tc.source, Uncertainty: time.Second, Last: last}, Computed: last.Add(tc.after)}}
+		read := &[2]time.Time{last.Add(tc.after - time.Second), last.Add(tc.after)}
+		if got := in.PassError(read).Window; got != tc.want {
+			t.Errorf("%s: window %v s, want %v", tc.name, got, tc.want)
+		}
+	}
+}
