@@ -25,7 +25,10 @@ HOST_ONLY := TestSprioRealSlurm|TestRealSlurmReplay
 # MEASURED: live measurements that record nothing (make passes, make
 # read-budget, make end-records)
 MEASURED  := TestPassSchedule|TestReadBudget|TestEndRecordDelay
-LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)
+# UPGRADE: one cluster upgraded in place from 22.05 through the releases
+# built under $SLURMDBD_EXPORTER_SLURM_BUILDS, serve watching (make upgrade)
+UPGRADE   := TestUpgradeChainLive
+LIVE      := $(RECORDED)|$(HOST_ONLY)|$(MEASURED)|$(UPGRADE)
 # BESIDE: make test runs TestServeRealSlurm as TestReleasesLive/22.05, the
 # three releases' clusters side by side (-parallel 3); make soak and make
 # test-live run it alone
@@ -51,12 +54,13 @@ same-output:
 	$(MAKE) --no-print-directory -C $$tmp/tree build GO=$(GO) BIN=$$tmp/slurmdbd_exporter && \
 	SLURMDBD_EXPORTER_BASE_BINARY=$$tmp/slurmdbd_exporter $(GO) test -count=1 -timeout 30m -v -run '^TestSameOutput$$' ./e2e
 
-## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), the read budget (make read-budget), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
+## test-live: the long live runs on real Slurm, rewriting the recordings (make record: histories, forecast against sshare, rollup, the site-shaped cluster on each release; sprio, the golden capture on 22.05), the pass schedule (make passes), the read budget (make read-budget), the upgrade chain (make upgrade: needs Slurm builds under SLURMDBD_EXPORTER_SLURM_BUILDS), then the soak for 10 minutes, and beside them the demo's alerts under the shipped rules as they are (make demo-alerts): before a release, and when rebuild, drift or phase code changes (docs/testing.md); log in test-live.log
 test-live:
 	@$(MAKE) --no-print-directory demo-alerts > demo-alerts.log 2>&1 & demo=$$!; \
 	$(MAKE) --no-print-directory record LOG=test-live.log || status=1; \
 	$(MAKE) --no-print-directory passes >> test-live.log 2>&1 || status=1; \
 	$(MAKE) --no-print-directory read-budget >> test-live.log 2>&1 || status=1; \
+	$(MAKE) --no-print-directory upgrade >> test-live.log 2>&1 || status=1; \
 	echo "soak on Slurm 22.05"; : > soak.log; \
 	SLURMDBD_EXPORTER_SOAK=$${SLURMDBD_EXPORTER_SOAK:-10m} $(GO) test -count=1 -timeout 60m -v -run '^TestServeRealSlurm$$' ./e2e > soak.log 2>&1 || status=1; \
 	cat soak.log >> test-live.log; grep -E '^(\s*--- |PASS|FAIL|ok)' soak.log; rm -f soak.log; \
@@ -70,6 +74,10 @@ record:
 		echo "recording on Slurm $$r" | tee -a $(LOG); \
 		SLURMDBD_EXPORTER_RECORD=1 SLURMDBD_EXPORTER_RELEASES=$$r $(GO) test -count=1 -timeout 90m -v -run "^($$tests)\$$" ./e2e >> $(LOG) 2>&1 || status=1; \
 	done; ./scripts/recordings-readme.sh; grep -E '^(\s*--- |PASS|FAIL|ok)|^recording on' $(LOG); exit $${status:-0}
+
+## upgrade: one cluster upgraded in place, 22.05 then each release of SLURMDBD_EXPORTER_UPGRADE_CHAIN (default 22.05 23.11 24.05 25.05 25.11 26.05) built under SLURMDBD_EXPORTER_SLURM_BUILDS, with serve and Prometheus watching and jobs running across each hop, recording each hop (testdata/recordings/upgrade; root; about 25 minutes)
+upgrade:
+	SLURMDBD_EXPORTER_RECORD=1 $(GO) test -count=1 -timeout 60m -v -run '^($(UPGRADE))$$' ./e2e
 
 ## passes: how far slurmctld's decay passes fall from their boot's schedule while jobs start and end, on each of RELEASES side by side, for PASS_WATCH (docs/serve.md#pass-schedule; root)
 PASS_WATCH ?= 30m

@@ -9,8 +9,10 @@ cd "$(dirname "$0")/../testdata/recordings"
 	echo
 	echo "Written by \`make record\` (the live tests that record, on each release in turn; docs/testing.md)"
 	echo "and replayed by \`make test\` (\`TestHistoryReplay\`, \`TestRollupReplay\`, \`TestForecastReplay\`,"
-	echo "\`TestSprioReplay\`, \`TestGoldenDatabaseReplay\`). Every file is real output of"
+	echo "\`TestSprioReplay\`, \`TestGoldenDatabaseReplay\`, \`TestSiteShapedReplay\`, \`TestUpgradeReplay\`). Every file is real output of"
 	echo "real Slurm and MariaDB; none is written by hand. This list is made by \`scripts/recordings-readme.sh\`."
+	echo "Releases that no Debian suite packages (\`slurm X\` below) ran from builds of SchedMD's release tags"
+	echo "(\`SLURMDBD_EXPORTER_SLURM_BUILDS\`, docs/testing.md); Debian's (\`slurm-wlm X\`) from its packages."
 	echo
 	echo "| run | captures | Slurm | first capture (UTC) | machine |"
 	echo "|---|---|---|---|---|"
