@@ -66,7 +66,9 @@ func (e *Engine) stateFileFor(passes fairshare.Passes, conf *slurmconf.Config, a
 	ran := time.Unix(int64(passes.Phase), 0)
 	const moment = 5 * time.Second // a live read of sshare, then of the file
 	switch {
-	case !e.boot.IsZero() && (at.Before(e.boot) || ran.Before(e.boot)):
+	// the file holds whole seconds, and a start's first pass runs in
+	// its boot's second
+	case !e.boot.IsZero() && (at.Before(e.boot) || ran.Before(e.boot.Truncate(time.Second))):
 		return fmt.Errorf("priority_last_decay_ran (%s) is not of the boot of slurmctld running at the moment computed (started %s)", ran.Format(time.RFC3339), e.boot.Format(time.RFC3339))
 	case e.boot.IsZero() && (ran.Sub(at) > conf.PriorityCalcPeriod+moment || at.Sub(ran) > conf.PriorityCalcPeriod+moment):
 		return fmt.Errorf("priority_last_decay_ran (%s) is more than a PriorityCalcPeriod from the moment computed and slurmctld's boot is unknown: it may be another boot's", ran.Format(time.RFC3339))

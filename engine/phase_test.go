@@ -42,6 +42,9 @@ func TestStateFileOfItsBoot(t *testing.T) {
 		// the boot alone gives the phase when nothing is read (a replay)
 		{"the file of an earlier boot", ran.Add(time.Minute), ran.Add(2 * time.Minute), result.PhaseBoot},
 		{"an hour after the file, boot unknown", time.Time{}, ran.Add(time.Hour), result.PhaseUnknown},
+		// a start's first pass runs in its boot's second, and the file
+		// holds whole seconds (24.05.8 after an outage: both 20:09:39)
+		{"the first pass of the boot", ran.Add(400 * time.Millisecond), ran.Add(20 * time.Second), result.PhaseStateFile},
 	} {
 		e := New(conf, "", WithStateDir(dir))
 		e.boot = c.boot
