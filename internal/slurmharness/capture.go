@@ -102,7 +102,7 @@ func (c *Cluster) Capture(dir string) Moment {
 	time.Sleep(time.Until(end.Add(dumpAfter + 100*time.Millisecond)))
 	dumped := time.Now()
 	write(CaptureDump, c.Dump())
-	m := Moment{Read: [2]float64{UnixSeconds(start), UnixSeconds(end)}, Release: strings.TrimSpace(c.MustRun("sinfo", "-V")), Cluster: c.Name, Dumped: UnixSeconds(dumped)}
+	m := Moment{Read: [2]float64{UnixSeconds(start), UnixSeconds(end)}, Release: c.Version(), Cluster: c.Name, Dumped: UnixSeconds(dumped)}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		c.t.Fatal(err)

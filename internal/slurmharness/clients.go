@@ -61,6 +61,9 @@ func (c *Cluster) MustRun(name string, args ...string) string {
 	return out
 }
 
+// Version is the release the cluster's clients report (sinfo -V).
+func (c *Cluster) Version() string { return strings.TrimSpace(c.MustRun("sinfo", "-V")) }
+
 // Sacctmgr runs sacctmgr -i with the arguments.
 func (c *Cluster) Sacctmgr(args ...string) string {
 	c.t.Helper()

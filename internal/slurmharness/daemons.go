@@ -37,15 +37,11 @@ func (c *Cluster) startDaemons() {
 	}
 	c.writeConfigs()
 	c.StartDaemon("slurmdbd")
-	c.waitFor("slurmdbd to answer", 60*time.Second, func() error {
-		_, err := c.Run("sacctmgr", "-n", "-P", "show", "cluster")
-		return err
-	})
+	c.waitDbd(60 * time.Second)
 	c.Sacctmgr("add", "cluster", c.Name)
 	c.startCtld()
-	c.StartDaemon("slurmd")
-	for i := 2; i <= c.cfg.Nodes; i++ {
-		c.StartDaemon(fmt.Sprintf("slurmd-n%d", i))
+	for _, d := range c.slurmds() {
+		c.StartDaemon(d)
 	}
 	c.waitFor("the nodes to be idle", 90*time.Second, func() error {
 		// a line per node and partition
@@ -257,6 +253,26 @@ func (c *Cluster) savedState(log string, from int64) bool {
 	return bytes.Contains(b, []byte("Saving all slurm state"))
 }
 
+// slurmds are the names of the cluster's slurmd daemons (StartDaemon):
+// n1's, then the further nodes' (Config.Nodes).
+func (c *Cluster) slurmds() []string {
+	names := []string{"slurmd"}
+	for i := 2; i <= c.cfg.Nodes; i++ {
+		names = append(names, fmt.Sprintf("slurmd-n%d", i))
+	}
+	return names
+}
+
+// waitDbd waits, for at most d, until slurmdbd answers sacctmgr (having
+// created or converted the database first).
+func (c *Cluster) waitDbd(d time.Duration) {
+	c.t.Helper()
+	c.waitFor("slurmdbd to answer", d, func() error {
+		_, err := c.Run("sacctmgr", "-n", "-P", "show", "cluster")
+		return err
+	})
+}
+
 // startCtld starts slurmctld and waits until it answers.
 func (c *Cluster) startCtld() {
 	c.StartDaemon("slurmctld")
@@ -283,10 +299,7 @@ func (c *Cluster) teardown() {
 		}
 		c.waitJobsGone(30 * time.Second)
 	}
-	daemons := []string{"slurmrestd", "slurmrestd-local", "slurmd"}
-	for i := 2; i <= c.cfg.Nodes; i++ {
-		daemons = append(daemons, fmt.Sprintf("slurmd-n%d", i))
-	}
+	daemons := append([]string{"slurmrestd", "slurmrestd-local"}, c.slurmds()...)
 	for _, name := range append(daemons, "slurmctld", "slurmdbd", "munged") {
 		c.StopDaemon(name)
 	}

@@ -147,11 +147,11 @@ func Start(t testing.TB, cfg Config) *Cluster {
 	c.startDaemons()
 	switch {
 	case root != "":
-		t.Logf("%s from Debian %s:\n%s", strings.TrimSpace(c.MustRun("sinfo", "-V")), suite, versions)
+		t.Logf("%s from Debian %s:\n%s", c.Version(), suite, versions)
 	case c.prefix != "":
-		t.Logf("%s built apart, in %s", strings.TrimSpace(c.MustRun("sinfo", "-V")), c.prefix)
+		t.Logf("%s built apart, in %s", c.Version(), c.prefix)
 	default:
-		t.Logf("%s from the host", strings.TrimSpace(c.MustRun("sinfo", "-V")))
+		t.Logf("%s from the host", c.Version())
 	}
 	return c
 }

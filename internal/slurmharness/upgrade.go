@@ -19,10 +19,7 @@ func (c *Cluster) Upgrade(release string, ctldDown time.Duration) {
 	if c.root != "" || (!built && release != "22.05") {
 		c.t.Fatalf("upgrade to %s: only between the host's 22.05 and releases built under $%s", release, BuildsEnv)
 	}
-	nodes := []string{"slurmd"}
-	for i := 2; i <= c.cfg.Nodes; i++ {
-		nodes = append(nodes, fmt.Sprintf("slurmd-n%d", i))
-	}
+	nodes := c.slurmds()
 	for _, d := range append(nodes, "slurmctld", "slurmdbd") {
 		if c.StopDaemon(d) {
 			c.t.Errorf("upgrade to %s: %s did not exit within %v of SIGTERM: killed", release, d, stopGrace)
@@ -31,10 +28,7 @@ func (c *Cluster) Upgrade(release string, ctldDown time.Duration) {
 	c.prefix, c.cfg.Release = prefix, release
 	c.linkClients()
 	c.StartDaemon("slurmdbd")
-	c.waitFor("slurmdbd of "+release+" to answer", 5*time.Minute, func() error {
-		_, err := c.Run("sacctmgr", "-n", "-P", "show", "cluster")
-		return err
-	})
+	c.waitDbd(5 * time.Minute)
 	time.Sleep(ctldDown)
 	c.startCtld()
 	for _, d := range nodes {
@@ -48,6 +42,3 @@ func (c *Cluster) Upgrade(release string, ctldDown time.Duration) {
 		return err
 	})
 }
-
-// Version is the release the cluster's clients report (sinfo -V).
-func (c *Cluster) Version() string { return strings.TrimSpace(c.MustRun("sinfo", "-V")) }
