@@ -17,6 +17,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/mariadbtest"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/internal/slurmharness"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // Recordings: the live tests that wait for real time on real Slurm
@@ -199,19 +200,15 @@ func setConfTime(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	config := readFile(t, filepath.Join(dir, slurmharness.CaptureConfig))
-	for l := range strings.Lines(config) {
-		if k, v, ok := strings.Cut(l, "="); ok && strings.TrimSpace(k) == "BOOT_TIME" {
-			boot, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(v), loc)
-			if err == nil {
-				err = os.Chtimes(filepath.Join(dir, slurmharness.CaptureSlurmConf), boot, boot)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
+	boot, err := sshare.ParseBootTime(strings.NewReader(config))
+	if err != nil {
+		t.Fatalf("%s: %v", dir, err)
 	}
-	t.Fatalf("%s: no BOOT_TIME in %s", dir, slurmharness.CaptureConfig)
+	// scontrol prints the cluster's wall clock
+	boot = time.Date(boot.Year(), boot.Month(), boot.Day(), boot.Hour(), boot.Minute(), boot.Second(), 0, loc)
+	if err := os.Chtimes(filepath.Join(dir, slurmharness.CaptureSlurmConf), boot, boot); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // in is a file of the capture.

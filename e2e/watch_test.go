@@ -62,7 +62,10 @@ func startWatch(t *testing.T, c *slurmharness.Cluster, db []string) *watch {
 			}
 			k.dbDown = max(k.dbDown, k.dbDownRun)
 			if err == nil {
-				k.losses = sumOf(m, "slurmdbd_fairshare_usage_losses_total{")
+				k.losses = 0
+				for _, v := range prefixed(m, "slurmdbd_fairshare_usage_losses_total{") {
+					k.losses += v
+				}
 			}
 			switch {
 			case err != nil || m[up("db")] != 1 || m[up("reported")] != 1:
@@ -111,15 +114,4 @@ func (k *watch) end(t *testing.T) {
 	if k.scrapes-k.down < 20 {
 		t.Errorf("soak: %d scrapes with both sources up, want 20 or more", k.scrapes-k.down)
 	}
-}
-
-// sumOf is the sum of the samples whose series starts with prefix.
-func sumOf(m map[string]float64, prefix string) float64 {
-	sum := 0.0
-	for k, v := range m {
-		if strings.HasPrefix(k, prefix) {
-			sum += v
-		}
-	}
-	return sum
 }
