@@ -15,18 +15,18 @@ import (
 // read, which then shows either side of it; under limits, job ends
 // slurmctld charged since the pass that the database does not hold yet.
 func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
+	at := fairshare.Seconds(in.Computed)
+	if read != nil {
+		at = fairshare.Seconds(read[1])
+	}
 	w := in.Phase.Uncertainty.Seconds()
 	if _, near := in.NearPass(read); near {
 		w = in.Passes.Period
 	}
-	w = max(w, in.missedPasses(read))
+	w = max(w, in.missedPasses(at))
 	pe := drift.PassError{Window: w, Decay: in.Passes.D(), Running: in.Running, Tails: in.tails(), TailLost: in.TailRisk.Lost,
 		Period: in.Passes.Period, BootUsage: in.BootUsage, Unpriced: in.Unpriced}
 	if in.Passes.ChargeJobEnd && in.Passes.Period > 0 {
-		at := fairshare.Seconds(in.Computed)
-		if read != nil {
-			at = fairshare.Seconds(read[1])
-		}
 		pe.SincePass = min(at-in.Passes.LastPass(at)+w, in.Passes.Period)
 		if !in.EndsRecorded(read) {
 			pe.Unrecorded = pe.SincePass
@@ -35,18 +35,14 @@ func (in *Inputs) PassError(read *[2]time.Time) drift.PassError {
 	return pe
 }
 
-// missedPasses is how long slurmctld has run no decay pass at the read,
+// missedPasses is how long slurmctld has run no decay pass at at,
 // beyond a period, where its state file says when it ran the last (0
 // otherwise): down, or restarted and not yet at its first pass, it has
 // neither charged its jobs nor decayed its usage since, which its first
 // pass does at once; the database's usage is rebuilt as if it had.
-func (in *Inputs) missedPasses(read *[2]time.Time) float64 {
+func (in *Inputs) missedPasses(at float64) float64 {
 	if in.Phase.Source != result.PhaseStateFile || in.Phase.Last.IsZero() || in.Passes.Period <= 0 {
 		return 0
-	}
-	at := fairshare.Seconds(in.Computed)
-	if read != nil {
-		at = fairshare.Seconds(read[1])
 	}
 	if gap := at - fairshare.Seconds(in.Phase.Last); gap > in.Passes.Period+in.Phase.Uncertainty.Seconds() {
 		return gap
