@@ -72,7 +72,9 @@ func startWatch(t *testing.T, c *slurmharness.Cluster, db []string) *watch {
 				k.down++
 			default:
 				if f, u, which := driftBeyond(m, c.Name); f+u > 0 {
-					k.beyond = append(k.beyond, fmt.Sprintf("%s: %v; largest drifts %v", time.Now().Format(time.TimeOnly), which, maxDrift(m, c.Name)))
+					k.beyond = append(k.beyond, fmt.Sprintf("%s: %v; largest drifts %v; bounds %v; phase %v, last pass %v; computed and reported %v",
+						time.Now().Format(time.TimeOnly), which, maxDrift(m, c.Name), driftBounds(m, c.Name),
+						nonZero(m, c.Name, "slurmdbd_fairshare_decay_phase_uncertainty_seconds"), nonZero(m, c.Name, "slurmdbd_fairshare_decay_last_pass_timestamp_seconds"), usagePairs(m, c.Name)))
 				}
 			}
 			k.mu.Unlock()

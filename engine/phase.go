@@ -24,6 +24,9 @@ func (e *Engine) phase(conf *slurmconf.Config, local bool, at time.Time) (fairsh
 	sched, since, err := Decay(conf, stateDir)
 	if err == nil {
 		if err = e.stateFileFor(sched, conf, at); err != nil {
+			// the warning names no moment that moves (warned once):
+			// the moments to the nanosecond are here
+			e.o.log.Debug().Str("at", at.Format(time.RFC3339Nano)).Str("boot", e.boot.Format(time.RFC3339Nano)).Int64("last_decay_ran", int64(sched.Phase)).Msg("state file's decay pass not used")
 			sched.Phase, since = 0, time.Time{}
 		}
 	}
