@@ -97,6 +97,12 @@ func TestReleases(t *testing.T) {
 				t.Fatal(err)
 			}
 			l, err := c.Layout(ctx)
+			// the dumps' table_defs_table is real; its stamps are
+			// the dump's moment, not part of the layout
+			if l.Defined == 0 {
+				t.Errorf("table_defs_table read as empty")
+			}
+			l.Defined = 0
 			if err != nil || l != r.layout {
 				t.Fatalf("layout %+v, %v; want %+v", l, err, r.layout)
 			}

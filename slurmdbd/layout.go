@@ -57,7 +57,11 @@ type Layout struct {
 	HourTimeIndex, HourModIndex bool
 	// Convert is convert_version_table's version: slurmdbd raises it when
 	// it converts the database to a new release's schema (0: no table).
-	Convert int64
+	// Defined is table_defs_table's latest mod_time: slurmdbd stamps a
+	// table's row there whenever its start changes the table's
+	// definition, with a conversion or without one (24.05 added
+	// acct_table.flags at 23.11's version 15; 0: no table).
+	Convert, Defined int64
 	// Txn: txn_table, where slurmdbd logs every change an administrator
 	// makes (sacctmgr), associations included.
 	Txn bool
@@ -141,13 +145,13 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	if err != nil {
 		return Layout{}, err
 	}
-	convert, err := c.convertVersion(ctx)
+	mark, err := c.schemaMark(ctx)
 	if err != nil {
 		return Layout{}, err
 	}
 	a := cols["assoc_table"]
 	return Layout{
-		Convert:       convert,
+		Convert: mark.convert, Defined: mark.defined,
 		HourTimeIndex: timeIndex, HourModIndex: modIndex,
 		LftRgt:             a["lft"] && a["rgt"],
 		IDParent:           a["id_parent"],
@@ -160,17 +164,30 @@ func (c Cluster) Layout(ctx context.Context) (Layout, error) {
 	}, nil
 }
 
-const sqlConvertVersion = "SELECT COALESCE(MAX(`version`), 0) FROM `convert_version_table`"
+// schemaMark is what slurmdbd changes when its start changes the schema
+// (Layout.Convert, Layout.Defined): read at every refresh, it tells an
+// upgrade of slurmdbd at once, where a look at information_schema costs
+// more.
+type schemaMark struct{ convert, defined int64 }
 
-// convertVersion is the version slurmdbd last converted the database to,
-// 0 where the table is missing: read at every refresh, it tells an upgrade
-// of slurmdbd at once, where a look at information_schema costs more.
-func (c Cluster) convertVersion(ctx context.Context) (int64, error) {
-	var v int64
-	err := c.db.query(ctx, "reading convert_version_table", sqlConvertVersion, func(r *sql.Rows) error { return r.Scan(&v) })
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1146 { // ER_NO_SUCH_TABLE
-		return 0, nil
+func (m schemaMark) of(l Layout) bool { return m == schemaMark{l.Convert, l.Defined} }
+
+const (
+	sqlConvertVersion = "SELECT COALESCE(MAX(`version`), 0) FROM `convert_version_table`"
+	sqlTableDefs      = "SELECT COALESCE(MAX(`mod_time`), 0) FROM `table_defs_table`"
+)
+
+func (c Cluster) schemaMark(ctx context.Context) (schemaMark, error) {
+	var m schemaMark
+	for _, q := range []struct {
+		what, sql string
+		v         *int64
+	}{{"reading convert_version_table", sqlConvertVersion, &m.convert}, {"reading table_defs_table", sqlTableDefs, &m.defined}} {
+		err := c.db.query(ctx, q.what, q.sql, func(r *sql.Rows) error { return r.Scan(q.v) })
+		var me *mysql.MySQLError
+		if err != nil && !(errors.As(err, &me) && me.Number == 1146) { // ER_NO_SUCH_TABLE: 0
+			return m, err
+		}
 	}
-	return v, err
+	return m, nil
 }

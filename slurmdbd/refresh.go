@@ -119,19 +119,19 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 	return f, nil
 }
 
-// readLayout is the cluster's schema, read again when slurmdbd converted
-// the database (Layout.Convert), after a failed refresh (Refresh), and
-// every RecheckHours for a change no conversion marks: it changes only
-// with a slurmdbd upgrade, and reading information_schema at every
-// refresh would be a tenth of a steady refresh.
+// readLayout is the cluster's schema, read again when slurmdbd changed
+// it (schemaMark), after a failed refresh (Refresh), and every
+// RecheckHours for a change slurmdbd did not mark (an administrator's
+// ALTER): reading information_schema at every refresh would be a tenth
+// of a steady refresh.
 func (r *Refresher) readLayout(ctx context.Context, at time.Time) (Layout, error) {
 	stale := r.layout == nil || at.Unix()-r.layoutAt >= int64(RecheckHours.Seconds()) || at.Unix() < r.layoutAt
 	if !stale {
-		v, err := r.Cluster.convertVersion(ctx)
+		m, err := r.Cluster.schemaMark(ctx)
 		if err != nil {
 			return Layout{}, err
 		}
-		stale = v != r.layout.Convert
+		stale = !m.of(*r.layout)
 	}
 	if stale {
 		l, err := r.Cluster.Layout(ctx)
