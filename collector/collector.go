@@ -95,7 +95,7 @@ var (
 		"slurm_cluster", "kind", "value")
 	descConfig = desc("fairshare", "config_info", "Priority settings of slurm.conf as the exporter read them; value 1.",
 		"slurm_cluster", "algorithm", "priority_flags", "half_life_seconds", "calc_period_seconds", "dampening_factor", "reset_period")
-	descSchema = desc("", "schema_info", "Which of the parts of slurmdbd's schema that differ between Slurm releases the cluster's tables have, as the exporter read them (looked at again every few minutes and after a failed refresh): lft_rgt (assoc_table's nested set, to 24.11), lineage (assoc_table.lineage, 23.11+), account_flags (acct_table.flags, 24.05+), qos_usage (<cluster>_qos_usage_*_table, 24.11+); value 1, as of the last refresh. Absent where not read from a database (the demo).",
+	descSchema = desc("", "schema_info", "Which of the parts of slurmdbd's schema that differ between Slurm releases the cluster's tables have, as the exporter read them (again at the refresh after slurmdbd's start changed a table, every few minutes, and after a failed refresh): lft_rgt (assoc_table's nested set, to 24.11), lineage (assoc_table.lineage, 23.11+), account_flags (acct_table.flags, 24.05+), qos_usage (<cluster>_qos_usage_*_table, 24.11+); value 1, as of the last refresh. Absent where not read from a database (the demo).",
 		"slurm_cluster", "lft_rgt", "lineage", "account_flags", "qos_usage")
 	descAlgorithm = desc("fairshare", "algorithm_mismatch", "1 when the algorithm slurmctld applies, inferred from the reported values (a LevelFS column, shares normalized among siblings or globally), differs from slurm.conf's; absent when no report is fresh.",
 		"slurm_cluster", "configured", "applied")

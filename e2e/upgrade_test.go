@@ -55,7 +55,7 @@ func TestUpgradeChainLive(t *testing.T) {
 	c.WaitRunning(3*time.Minute, jobs...)
 	c.WaitDecayPass()
 	for i, release := range chain[1:] {
-		jobs = upgradeHop(t, c, run, db, i+1, release, jobs)
+		jobs = upgradeHop(t, c, w, run, db, i+1, release, jobs)
 	}
 	// slurmctld is down at each hop, three periods at one: the rules' `for:`
 	// read in seconds (fastRules) while ExporterRefreshFailing's 15-minute
@@ -76,7 +76,7 @@ func TestUpgradeChainLive(t *testing.T) {
 // releases could not tell slurmctld they ended (slurmstepd's "Retrying
 // job complete RPC", slurmctld's "protocol_version 9728 not supported"),
 // which no site upgrading by the book sees.
-func upgradeHop(t *testing.T, c *slurmharness.Cluster, run string, db []string, hop int, release string, started []string) []string {
+func upgradeHop(t *testing.T, c *slurmharness.Cluster, w *watch, run string, db []string, hop int, release string, started []string) []string {
 	t.Helper()
 	c.WaitGone(6*time.Minute, started...)
 	jobs := []string{c.Submit("alice", "phys", "", 64, 300), c.Submit("carol", "chem", "", 128, 300), c.Submit("bob", "phys", "", 32, 60)}
@@ -91,6 +91,15 @@ func upgradeHop(t *testing.T, c *slurmharness.Cluster, run string, db []string, 
 	c.WaitDecayPass()
 	c.WaitDecayPass()
 	after := rawUsages(t, c)
+	// the schema serve reads is the new release's by now: slurmdbd's
+	// start changed it (Slurm's own history of the columns)
+	m, _ := w.s.scrape()
+	is := func(from, to string) string { return strconv.FormatBool(release >= from && release < to) }
+	want := series("slurmdbd_schema_info", "slurm_cluster", c.Name, "lft_rgt", is("", "25.05"), "lineage", is("23.11", "~"),
+		"account_flags", is("24.05", "~"), "qos_usage", is("24.11", "~"))
+	if m[want] != 1 {
+		t.Errorf("hop %d to %s: serve's schema %v, want %s", hop, release, prefixed(m, "slurmdbd_schema_info{"), want)
+	}
 	t.Logf("hop %d: %s to %s (slurmctld down %v more): RawUsage before %v, after %v", hop, from, c.Version(), down, before, after)
 	// at a 1-hour half-life
 	kept := math.Exp2(-time.Since(at).Hours())
