@@ -213,3 +213,39 @@ func TestNamedWorst(t *testing.T) {
 		}
 	}
 }
+
+// TestSettlingJudgesLossesOnly: while slurmctld settles after its start,
+// usage it holds beyond the database's (jobs whose records reach slurmdbd
+// after it registers: a live upgrade's hop showed 45 s of it) is measured,
+// not judged, with every factor and rank; usage it lacks is judged at
+// once, with and without entries. Settled, both are flagged.
+func TestSettlingJudgesLossesOnly(t *testing.T) {
+	for _, c := range []struct {
+		by       float64 // lower slurmctld's RawUsage of hank by this
+		settling bool
+		flagged  bool
+	}{{-20000, true, false}, {20000, true, true}, {-20000, false, true}, {20000, false, true}} {
+		for _, entries := range []bool{true, false} {
+			in, k := diagnosisInput(t, diagnosisCase{edit: func(t *testing.T, out *shares.Table, _ *[]fairshare.Association, in *Input) result.AssocKey {
+				in.Settling = c.settling
+				in.Algorithm = fairshare.AlgorithmFairTree
+				return lower(t, out, "hank", c.by)
+			}})
+			cmp, err := CompareReport(in, entries)
+			if err != nil {
+				t.Fatal(err)
+			}
+			beyond := 0
+			for _, d := range cmp.Drift {
+				if d.Kind == result.DriftUsage {
+					beyond += d.Beyond
+				}
+			}
+			named := slices.ContainsFunc(cmp.Named, func(n result.DriftAssociation) bool { return n.AssocKey == k })
+			if (beyond > 0) != c.flagged || named != c.flagged {
+				t.Errorf("slurmctld's RawUsage %+.0f, settling %v, entries %v: %d usage drifts beyond, %v named; want flagged %v (%+v)",
+					-c.by, c.settling, entries, beyond, named, c.flagged, cmp.Drift)
+			}
+		}
+	}
+}

@@ -211,6 +211,9 @@ func Summarize(tolerance float64, reported, computed []Side) Summary {
 type allowance struct {
 	tolerance        float64
 	margin, relative Values
+	// excess is how much more than computed the reported value may be
+	// beside what is allowed either way
+	excess Values
 }
 
 // report is Compare under al.
@@ -294,7 +297,7 @@ func (mx *maxima) pair(al *allowance, rep, com *Side, d, allowed, bound *Values)
 	status := StatusOK
 	cf, rf, df, af := com.Values.fields(), rep.Values.fields(), d.fields(), allowed.fields()
 	cb, rb := com.Bound.fields(), rep.Bound.fields()
-	mf, relf := al.margin.fields(), al.relative.fields()
+	mf, relf, exf := al.margin.fields(), al.relative.fields(), al.excess.fields()
 	bf := bound.fields()
 	for k := range cf {
 		larger := math.Max(math.Abs(float64(*cf[k])), math.Abs(float64(*rf[k])))
@@ -324,7 +327,11 @@ func (mx *maxima) pair(al *allowance, rep, com *Side, d, allowed, bound *Values)
 		if r := math.Min(float64(*bf[k])/math.Max(larger, 1), 1); r > float64(*mx.relBound[k]) && !math.IsInf(larger, 0) {
 			*mx.relBound[k] = Num(r)
 		}
-		if math.Abs(dk) > float64(*af[k]) {
+		lim := float64(*af[k])
+		if dk < 0 {
+			lim += float64(*exf[k])
+		}
+		if math.Abs(dk) > lim {
 			status = StatusDrift
 			mx.beyond[Fields[k]]++
 		}

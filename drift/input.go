@@ -73,7 +73,10 @@ type Input struct {
 	// pass (NormUsage, EffectvUsage, LevelFS, FairShare, the rank) are
 	// not yet computed from what it reports beside them (a soak's only
 	// false alarm came 45 s after a restart): formula drift is measured
-	// but not judged, its bound infinite.
+	// but not judged, its bound infinite. Nor has the database yet the
+	// jobs slurmctld ran while slurmdbd could not record them: usage
+	// slurmctld holds beyond the database's, and the factors and ranks,
+	// are measured but not judged; usage it lacks is (compareUsage).
 	Settling bool
 	// Losses are the usage losses seen between reads of slurmctld
 	// (nil: none were compared, as in check): the evidence that tells a

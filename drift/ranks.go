@@ -58,11 +58,14 @@ func rankRange(v fairshare.Values) string {
 
 // usagePairs compares what Values do not hold, association by
 // association: shares, and under Fair Tree the rank the database's usage
-// gives against the one Slurm's usage gives. rt's nodes are the report's
-// rows, in order.
-func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, fairTree bool) (shares, rank result.Drift) {
+// gives against the one Slurm's usage gives, not judged while slurmctld
+// settles. rt's nodes are the report's rows, in order.
+func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *fairshare.Tree, replay []fairshare.Values, fairTree, settling bool) (shares, rank result.Drift) {
 	shares = result.Drift{Kind: result.DriftUsage, Value: "shares"}
 	rank = result.Drift{Kind: result.DriftUsage, Value: "rank"}
+	if settling {
+		rank.Bound = math.Inf(1) // measured, not judged (compareUsage)
+	}
 	for i := range t.Len() {
 		a := t.Association(i)
 		k := result.KeyOf(a.Account, a.User, a.Partition)
@@ -83,7 +86,7 @@ func (c *Comparison) usagePairs(t *fairshare.Tree, own []fairshare.Values, rt *f
 			// the replay's own tie order is unknown too
 			off = math.Max(0, off-float64(replay[j].RankMax-replay[j].RankMin))
 			rank.Max = math.Max(rank.Max, off)
-			if off > 0 {
+			if off > 0 && !settling {
 				rank.Beyond++
 				flag(c.Usage, k, fmt.Sprintf("rank %s from the database's usage, %s from Slurm's", rankRange(own[i]), rankRange(replay[j])))
 			}
