@@ -121,10 +121,16 @@ bench:
 	$(GO) test -run '^$$' -bench Recovery -benchtime 2x ./engine
 	$(MAKE) bench-scale
 
-## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS; SCALE_SITE=1: jobs with memory billed by a fractional weight and QOS UsageFactors 2 and 0)
+## bench-scale: the exporter side by side with sshare on a real slurmctld loaded with the same generated tree (root; SCALE_ASSOCIATIONS, SCALE_MONTHS; SCALE_SITE=1: jobs with memory billed by a fractional weight and QOS UsageFactors 2 and 0; BENCH_BASE=<rev>: that revision's exporter, built in a temporary git worktree, measured beside this tree's, alternating, on the same generated cluster: before and after a change)
 bench-scale:
 	@echo "machine: $$(nproc) cores, $$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $$($(GO) version)"
-	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 60m ./e2e
+	@tmp=$$(mktemp -d); trap 'git worktree remove --force '"$$tmp"'/tree 2>/dev/null; rm -rf '"$$tmp" EXIT; \
+	if [ -n "$(BENCH_BASE)" ]; then \
+		git worktree add --detach --quiet $$tmp/tree $(BENCH_BASE) && \
+		$(MAKE) --no-print-directory -C $$tmp/tree build GO=$(GO) BIN=$$tmp/slurmdbd_exporter || exit 1; \
+		export SLURMDBD_EXPORTER_BASE_BINARY=$$tmp/slurmdbd_exporter; \
+	fi; \
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 90m ./e2e
 
 ## soak: TestServeRealSlurm's healthy mixed workload on real Slurm for DURATION (default 60m), the state file hidden, Prometheus evaluating the shipped rules: prints the alerts seen (must be none), drift and bound percentiles and the inferred phase's error (docs/serve.md)
 DURATION ?= 60m

@@ -125,9 +125,9 @@ func BenchmarkScale(b *testing.B) {
 	}
 	// firstFactors starts an exporter and returns how long it took to the
 	// first scrape with factors and what MariaDB read from disk meanwhile
-	firstFactors := func(args ...string) (time.Duration, int64, *served) {
+	firstFactors := func(bin string, args ...string) (time.Duration, int64, *served) {
 		t0, read0 := time.Now(), diskRead()
-		s := startServeUntil(b, "/-/ready", c.Env(), append([]string{"--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--log.level", "info"}, args...)...)
+		s := startBinary(b, bin, "/-/ready", c.Env(), append([]string{"--dsn-file", dsnFile, "--slurm-conf", c.Conf, "--log.level", "info"}, args...)...)
 		for {
 			if m, _ := s.scrape(); len(prefixed(m, "slurmdbd_fairshare_factor{")) > 0 {
 				return time.Since(t0), diskRead() - read0, s
@@ -141,7 +141,7 @@ func BenchmarkScale(b *testing.B) {
 	t0 = time.Now()
 	// the exporter runs sshare too: allow it as long as one run took here
 	timeout := max(30*time.Second, 2*slices.Max(sshareRuns)).Round(time.Second)
-	factors, coldRead, s := firstFactors("--refresh-interval", "10s", "--reported.timeout", timeout.String())
+	factors, coldRead, s := firstFactors(exporter, "--refresh-interval", "10s", "--reported.timeout", timeout.String())
 	b.Logf("first scrape with factors %v after start", factors)
 	var m map[string]float64
 	for {
@@ -155,25 +155,8 @@ func BenchmarkScale(b *testing.B) {
 	}
 	cold := time.Since(t0)
 
-	// (c) steady refreshes: the stage durations of six later refreshes
-	stage := func(m map[string]float64, name string) time.Duration {
-		return time.Duration(m[series("slurmdbd_exporter_stage_duration_seconds", "stage", name)] * float64(time.Second))
-	}
-	var dbT, buildT, publishT, allT []time.Duration
-	last := m[lastDB]
-	for len(dbT) < 12 {
-		time.Sleep(time.Second)
-		m, _ = s.scrape()
-		if ts := m[lastDB]; ts != last {
-			last = ts
-			time.Sleep(3 * time.Second) // let build and publish of that refresh finish
-			m, _ = s.scrape()
-			dbT = append(dbT, stage(m, "db")+stage(m, "extras"))
-			buildT = append(buildT, stage(m, "build"))
-			publishT = append(publishT, stage(m, "publish"))
-			allT = append(allT, dbT[len(dbT)-1]+buildT[len(buildT)-1]+publishT[len(publishT)-1])
-		}
-	}
+	// (c) steady refreshes: the stage durations of twelve later refreshes
+	dbT, buildT, publishT, allT := steadyRefreshes(s, 12)
 	steady := median(allT)
 
 	// (e) 50 concurrent scrapers, 20 scrapes each, gzip as Prometheus asks
@@ -210,13 +193,13 @@ func BenchmarkScale(b *testing.B) {
 	// --storage.path
 	s.stop()
 	store := b.TempDir()
-	again, againRead, w := firstFactors("--reported.source", "none", "--storage.path", store)
+	again, againRead, w := firstFactors(exporter, "--reported.source", "none", "--storage.path", store)
 	w.waitScrape("the saved usage", time.Minute, func(map[string]float64) bool {
 		_, err := os.Stat(filepath.Join(store, c.Name+".usage"))
 		return err == nil
 	})
 	w.stop()
-	restart, restartRead, r := firstFactors("--reported.source", "none", "--storage.path", store)
+	restart, restartRead, r := firstFactors(exporter, "--reported.source", "none", "--storage.path", store)
 	r.stop()
 
 	row := func(what string, d time.Duration, target string) {
@@ -241,9 +224,61 @@ func BenchmarkScale(b *testing.B) {
 	row("(e) /metrics p99, 50 concurrent scrapers × 20 (slowest of 3 bursts)", slices.Max(p99s), "")
 	fmt.Printf("| (f) peak RSS | %s | | ≤ 512 MB at 100k |\n", procField(status, "VmHWM"))
 	fmt.Printf("| series per scrape | %d | | |\n| bytes per scrape | %d (%d as served gzipped; %d at gzip's default level) | | |\n\n", seriesN, len(body), perScrape, gz)
+	if base := os.Getenv(baseBinaryEnv); base != "" {
+		againstBase(base, func(bin string) (time.Duration, []time.Duration) {
+			cold, _, s := firstFactors(bin, "--reported.source", "none", "--refresh-interval", "10s")
+			defer s.stop()
+			_, _, _, all := steadyRefreshes(s, 12)
+			return cold, all
+		})
+	}
 	b.ReportMetric(sshareT.Seconds(), "sshare-s")
 	b.ReportMetric(factors.Seconds(), "factors-s")
 	b.ReportMetric(steady.Seconds(), "steady-s")
+}
+
+// steadyRefreshes are the stage durations of the next n refreshes of s:
+// the database's (db and extras), build, publish and all three.
+func steadyRefreshes(s *served, n int) (dbT, buildT, publishT, allT []time.Duration) {
+	stage := func(m map[string]float64, name string) time.Duration {
+		return time.Duration(m[series("slurmdbd_exporter_stage_duration_seconds", "stage", name)] * float64(time.Second))
+	}
+	m, _ := s.scrape()
+	last := m[lastDB]
+	for len(dbT) < n {
+		time.Sleep(time.Second)
+		m, _ = s.scrape()
+		if ts := m[lastDB]; ts != last {
+			last = ts
+			time.Sleep(3 * time.Second) // let build and publish of that refresh finish
+			m, _ = s.scrape()
+			dbT = append(dbT, stage(m, "db")+stage(m, "extras"))
+			buildT = append(buildT, stage(m, "build"))
+			publishT = append(publishT, stage(m, "publish"))
+			allT = append(allT, dbT[len(dbT)-1]+buildT[len(buildT)-1]+publishT[len(publishT)-1])
+		}
+	}
+	return dbT, buildT, publishT, allT
+}
+
+// againstBase measures another build's exporter (base: make bench-scale
+// BASE=<rev>) and this tree's on the same generated cluster, alternating,
+// twice each, with run: the start to the first scrape with factors, on
+// the buffer pool the runs before left, and the steady refreshes. Before
+// and after a change, on one machine, with one generation.
+func againstBase(base string, run func(bin string) (time.Duration, []time.Duration)) {
+	fmt.Printf("Before (%s) and after (this tree), alternating, on the cluster above (no sshare):\n\n| run | start to the first factors | steady refresh, all stages (median of 12) |\n|---|---|---|\n", base)
+	for range 2 {
+		for _, bin := range []string{base, exporter} {
+			cold, all := run(bin)
+			which := "after"
+			if bin == base {
+				which = "before"
+			}
+			fmt.Printf("| %s | %v | %v |\n", which, cold.Round(10*time.Millisecond), median(all).Round(10*time.Microsecond))
+		}
+	}
+	fmt.Println()
 }
 
 func median(ds []time.Duration) time.Duration {
