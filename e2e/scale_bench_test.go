@@ -262,7 +262,7 @@ func steadyRefreshes(s *served, n int) (dbT, buildT, publishT, allT []time.Durat
 }
 
 // againstBase measures another build's exporter (base: make bench-scale
-// BASE=<rev>) and this tree's on the same generated cluster, alternating,
+// BENCH_BASE=<rev>) and this tree's on the same generated cluster, alternating,
 // twice each, with run: the start to the first scrape with factors, on
 // the buffer pool the runs before left, and the steady refreshes. Before
 // and after a change, on one machine, with one generation.
