@@ -229,7 +229,7 @@ func (r *Refresher) readRecent(ctx context.Context, f *refresh) error {
 	// changes the range
 	e := &r.ended
 	if !e.ok || e.from != f.frozenTo || e.to != f.lastRan.Hourly {
-		e.ok = false
+		e.ok, e.kept = false, nil
 		if e.jobs, err = r.jobs(ctx, f, c.Ended, f.frozenTo, f.lastRan.Hourly); err != nil {
 			return err
 		}
@@ -266,6 +266,10 @@ func (r *Refresher) rebuild(f *refresh) *Snapshot {
 		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen), r.Freezes, r.assocs.reads
 	}
 	in.Charged, in.BaseScale = r.charged.c, r.frozen.Scale(r.Passes, f.now)
+	if e := &r.ended; !e.kept.Serves(&in) {
+		e.kept = in.KeepTails()
+	}
+	in.Kept = r.ended.kept
 	u, problems := usage.Rebuild(in)
 	f.problems = append(f.problems, problems...)
 	tree := f.tree

@@ -26,7 +26,7 @@ type reweighJob struct {
 // UsageFactors 0 and 2 roll up hour by hour as slurmdbd rolls them (the
 // billing truncated, no factor; on 24.11 the per-QOS split beside). Every
 // incremental refresh, as the hours pass the re-read window and freeze,
-// equals a full load; and each user's RawUsage is what slurmctld charged
+// and between rollups, equals a full load; and each user's RawUsage is what slurmctld charged
 // its jobs pass by pass (fairshare.Passes.JobUsage at the charged rate),
 // to within the rows' spread over their hour, the scavenger's nothing:
 // on the 23.11 layout from the jobs alone, on 24.11 from the per-QOS
@@ -61,9 +61,14 @@ func refresherReweighs(t *testing.T, srv *mariadbtest.Server, rel release) map[u
 	passes := fairshare.Passes{HalfLife: 6 * 3600, Period: 300, Phase: 18, ChargeJobEnd: true}
 	r := &Refresher{Cluster: c, Passes: passes, Location: time.UTC, Billing: rules}
 	usage := map[uint32]float64{}
-	for h := 1; h <= 12; h++ {
-		srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs("v2411", jobs, h, qosTable)))
-		at := time.Unix(int64(base+h*3600+900), 0)
+	for k := 3; k <= 12*3; k++ {
+		// three refreshes an hour: the finished jobs' tails kept from the
+		// first and decayed to the others
+		h := k / 3
+		if k%3 == 0 {
+			srv.MustSQL(fmt.Sprintf("USE %s; %s", db, rollJobs("v2411", jobs, h, qosTable)))
+		}
+		at := time.Unix(int64(base+h*3600+900+k%3*1200), 0)
 		got, err := r.Refresh(context.Background(), at)
 		if err != nil {
 			t.Fatal(err)

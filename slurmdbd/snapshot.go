@@ -105,11 +105,13 @@ type Refresher struct {
 	}
 	recent recentHours
 	// ended are the jobs that ended in (from, to], the rolled-up hours
-	// above the watermark, as last read.
+	// above the watermark, as last read, and their tails kept from a
+	// refresh to the next (usage.KeptTails).
 	ended struct {
 		from, to int64
 		jobs     []usage.Job
 		ok       bool
+		kept     *usage.KeptTails
 	}
 	layout   *Layout
 	layoutAt int64

@@ -57,6 +57,9 @@ type Inputs struct {
 	// refresh, where charging them would be most of a steady refresh's CPU.
 	Charged   *Charged
 	BaseScale float64
+	// Kept, when it serves (KeptTails.Serves), stands for the Ended jobs'
+	// tails as of an earlier refresh.
+	Kept *KeptTails
 
 	// weights is Bucket's weight of one alloc_sec per rollup row start
 	// and period: every row of an hour decays alike, so one math.Pow
@@ -222,7 +225,7 @@ func (b *rebuild) running() {
 // ended takes the finished jobs' tails out of the rolled-up hours and
 // retimes their partial hours.
 func (b *rebuild) ended() {
-	t, problems := b.in.Tails(b.in.Ended, true)
+	t, problems := b.in.endedTails()
 	b.problems = append(b.problems, problems...)
 	for k, v := range t.Usage {
 		b.add(k, v, "finished jobs' usage")
