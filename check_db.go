@@ -59,7 +59,7 @@ func (c *checkCmd) runDatabase(env *runEnv) error {
 		// read live: the tracker that read it knows the phase
 		opts = append(opts, engine.WithTracker(r.tracker))
 		window = &[2]time.Time{r.Start, r.End}
-		d.PassRaw, d.PassGap, d.Losses = r.PassRaw(0), r.PassGap, r.Losses
+		d.PassRaw, d.PassGap, d.Losses, d.Settling = r.PassRaw(0), r.PassGap, r.Losses, r.Settling
 	}
 	if window != nil {
 		at = window[0].Add(window[1].Sub(window[0]) / 2)

@@ -90,7 +90,12 @@ type Database struct {
 	PassGap time.Duration
 	// Losses are the usage losses the reads of Reported showed (nil: read
 	// once, or from a file): the evidence of a reset (drift.Input.Losses).
-	Losses    []result.UsageLoss
+	Losses []result.UsageLoss
+	// Settling: slurmctld started within the reads' last two periods and
+	// no pass has been seen since (engine.Reading.Settling): usage it
+	// holds beyond the database's is measured, not judged
+	// (drift.Input.Settling).
+	Settling  bool
 	Algorithm fairshare.Algorithm
 	Tolerance drift.Tolerance
 }
@@ -106,7 +111,7 @@ func (d Database) Compare(in *build.Inputs) (*drift.Report, error) {
 	pass, phase := in.AtReport(d.Window)
 	cmp, err := drift.CompareReport(drift.Input{Algorithm: d.Algorithm, Dampening: in.Settings.Dampening, Tolerance: d.Tolerance,
 		Report: d.Reported, DB: in.Tree, TieOrderKnown: in.TieOrderKnown, Pass: pass, PassRaw: d.PassRaw, PassGap: d.PassGap.Seconds(), InferLag: true,
-		Losses: d.Losses}, true)
+		Losses: d.Losses, Settling: d.Settling}, true)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
+	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
@@ -22,21 +23,9 @@ import (
 // as sacctmgr ... set RawUsage=0 does in slurmctld.
 func TestCheckBlamesResetOnLossSeen(t *testing.T) {
 	for _, seen := range []bool{false, true} {
-		out, err := sshare.ParseFile(filepath.Join("..", "testdata", "slurm-22.05", "running-classic-1.txt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out.FillMissingFactor(1)
-		db, err := out.Tree()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hank := -1
-		for i := range db.Len() {
-			if db.Association(i).User == "hank" {
-				hank = i
-			}
-		}
+		out, in := hankReported(t, 0)
+		db := in.Tree
+		hank := find(db, "hank")
 		for i := hank; i >= 0; i = db.Association(i).Parent {
 			out.Rows[i].RawUsage -= db.Association(hank).RawUsage
 		}
@@ -44,7 +33,6 @@ func TestCheckBlamesResetOnLossSeen(t *testing.T) {
 		if seen {
 			d.Losses = []result.UsageLoss{{AssocKey: result.AssocKey{Account: "grp", User: "hank"}, Kind: result.LossBetweenPasses, At: time.Unix(1_700_000_000, 0)}}
 		}
-		in := &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: fairshare.AlgorithmClassic, Dampening: 1}, Database: build.Database{Tree: db, TieOrderKnown: true, Computed: time.Unix(1_700_000_000, 0), Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
 		rep, err := d.Compare(in)
 		if err != nil {
 			t.Fatal(err)
@@ -57,6 +45,73 @@ func TestCheckBlamesResetOnLossSeen(t *testing.T) {
 		}
 		if got := strings.Contains(notes, "usage reset in slurmctld"); got != seen || !strings.Contains(notes, "billing-seconds less than the database records") {
 			t.Errorf("loss seen %v: hank's notes %q", seen, notes)
+		}
+	}
+}
+
+// hankReported is real Slurm 22.05's running-classic-1.txt as the report
+// and as the database's tree, in which hank's usage, and his ancestors',
+// is changed by by times his own.
+func hankReported(t *testing.T, by float64) (*shares.Table, *build.Inputs) {
+	t.Helper()
+	out, err := sshare.ParseFile(filepath.Join("..", "testdata", "slurm-22.05", "running-classic-1.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.FillMissingFactor(1)
+	db, err := out.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if by != 0 {
+		assocs := make([]fairshare.Association, db.Len())
+		for i := range assocs {
+			assocs[i] = db.Association(i)
+		}
+		hank := find(db, "hank")
+		for i := hank; i >= 0; i = assocs[i].Parent {
+			assocs[i].RawUsage += by * db.Association(hank).RawUsage
+		}
+		if db, err = fairshare.NewTree(assocs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: fairshare.AlgorithmClassic, Dampening: 1}, Database: build.Database{Tree: db, TieOrderKnown: true, Computed: time.Unix(1_700_000_000, 0), Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
+	return out, in
+}
+
+// find is the index of user's association in t.
+func find(t *fairshare.Tree, user string) int {
+	for i := range t.Len() {
+		if t.Association(i).User == user {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestCheckSettling: check read live right after slurmctld started
+// (Database.Settling, from the tracker's reads) measures usage slurmctld
+// holds beyond the database's without judging it, as serve does: jobs
+// that started just before slurmctld stopped reach slurmdbd only after it
+// registers; usage slurmctld lacks is judged at once. Settled, both are
+// flagged. The database's hank is changed,
+// the report kept as real Slurm computed it.
+func TestCheckSettling(t *testing.T) {
+	for _, c := range []struct {
+		by                float64 // the database's hank's usage changed by
+		settling, flagged bool
+	}{{-0.2, true, false}, {0.2, true, true}, {-0.2, false, true}} {
+		out, in := hankReported(t, c.by)
+		d := Database{Reported: out, Algorithm: fairshare.AlgorithmClassic, Tolerance: drift.DefaultTolerance, Settling: c.settling}
+		rep, err := d.Compare(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range rep.Associations {
+			if flagged := e.Status == drift.StatusDrift; e.User == "hank" && flagged != c.flagged {
+				t.Errorf("the database holds %+.0f%% of hank's usage, settling %v: flagged %v, want %v (%+v)", 100*c.by, c.settling, flagged, c.flagged, e)
+			}
 		}
 	}
 }
