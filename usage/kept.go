@@ -66,25 +66,20 @@ func (k *KeptTails) Serves(in *Inputs) bool {
 	return rows <= k.minStart
 }
 
-// endedTails is Tails(in.Ended, true): in.Kept decayed to in.At where it
-// serves, else computed.
-func (in *Inputs) endedTails() (Frozen, []error) {
-	if !in.Kept.Serves(in) {
-		return in.Tails(in.Ended, true)
-	}
+// endedTails is Tails(in.Ended, true) with the decay of its tail risk
+// and of the rest since: in.Kept's sums where it serves, else computed
+// (decays 1).
+func (in *Inputs) endedTails() (t Frozen, byPass, byMoment float64, problems []error) {
 	k := in.Kept
-	f := NewFrozen(in.At)
-	byPass := math.Pow(in.Passes.D(), in.Passes.LastPass(in.At)-k.now)
-	byMoment := math.Pow(in.Passes.D(), in.At-k.sums.At)
-	for key, v := range k.sums.Usage {
-		if key.TRES == tresTailRate || key.TRES == tresTailMost || key.TRES == tresTailLost {
-			f.Usage[key] = v * byMoment
-		} else {
-			f.Usage[key] = v * byPass
-		}
+	if !k.Serves(in) {
+		t, problems = in.Tails(in.Ended, true)
+		return t, 1, 1, problems
 	}
-	for id, v := range k.sums.Uncharged {
-		f.Uncharged[id] = v * byPass
-	}
-	return f, k.problems
+	d := in.Passes.D()
+	return k.sums, math.Pow(d, in.Passes.LastPass(in.At)-k.now), math.Pow(d, in.At-k.sums.At), k.problems
+}
+
+// tailRiskKey: the TRES that hold the tail risk (tresTailRate).
+func tailRiskKey(id uint32) bool {
+	return id == tresTailRate || id == tresTailMost || id == tresTailLost
 }

@@ -225,14 +225,19 @@ func (b *rebuild) running() {
 // ended takes the finished jobs' tails out of the rolled-up hours and
 // retimes their partial hours.
 func (b *rebuild) ended() {
-	t, problems := b.in.endedTails()
+	t, byPass, byMoment, problems := b.in.endedTails()
 	b.problems = append(b.problems, problems...)
 	for k, v := range t.Usage {
+		if tailRiskKey(k.TRES) {
+			v *= byMoment
+		} else {
+			v *= byPass
+		}
 		b.add(k, v, "finished jobs' usage")
 	}
 	for id, v := range t.Uncharged {
 		if i, ok := b.in.Node[id]; ok {
-			b.u.Uncharged[i] += v
+			b.u.Uncharged[i] += v * byPass
 		}
 	}
 }
