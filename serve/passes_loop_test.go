@@ -53,8 +53,25 @@ func TestLoopWrongSavedPhase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs serve's loop over several simulated periods")
 	}
+	// the simulated clock from moments of its own, not the wall clock's:
+	// one in mid-hour, one whose first periods cross an hourly rollup
+	// (the jobs that ended in the period before it are running ones to
+	// the bound; when the sim's tables left them out, this failed at
+	// xx:56 to xx:58:30 only)
+	for _, at := range []string{"2026-11-28T10:20:00Z", "2026-11-28T23:57:00Z"} {
+		t.Run(at, func(t *testing.T) {
+			start, err := time.Parse(time.RFC3339, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			loopWrongSavedPhase(t, start)
+		})
+	}
+}
+
+func loopWrongSavedPhase(t *testing.T, at time.Time) {
 	const speed = 600
-	c, err := sim.New(sim.Config{Associations: 60, Speed: speed, History: sim.History, Seed: 1})
+	c, err := sim.New(sim.Config{Associations: 60, Speed: speed, History: sim.History, Seed: 1, At: at})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,9 @@ type Config struct {
 	// Start is the wall clock's moment the simulated clock starts at
 	// (zero: now).
 	Start time.Time
+	// At is the simulated clock's moment at Start (zero: Start): a test
+	// that must not depend on the hour it runs at sets it.
+	At time.Time
 }
 
 // The kinds of faults, in the order they are injected.
@@ -156,7 +159,10 @@ func New(c Config) (*Cluster, error) {
 	if c.Start.IsZero() {
 		c.Start = time.Now()
 	}
-	s := &Cluster{c: c, conf: conf, wall: c.Start, sim: c.Start.Unix(), rng: rand.New(rand.NewPCG(c.Seed, 0xde30)),
+	if c.At.IsZero() {
+		c.At = c.Start
+	}
+	s := &Cluster{c: c, conf: conf, wall: c.Start, sim: c.At.Unix(), rng: rand.New(rand.NewPCG(c.Seed, 0xde30)),
 		faults: map[string]bool{}, lost: -1, period: int64(conf.PriorityCalcPeriod.Seconds())}
 	s.d = 1 - 0.693/conf.PriorityDecayHalfLife.Seconds()
 	s.boot = s.sim - int64(c.History.Seconds())

@@ -103,11 +103,7 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 	}
 	f.from, f.tailFrom = usage.Horizon(r.Passes, at.Unix(), since)
 	f.end = at.Unix() + 1
-	reread := r.Reread
-	if reread <= 0 {
-		reread = DefaultReread
-	}
-	f.watermark = max(f.from, f.lastRan.Hourly-int64(reread.Seconds()))
+	f.watermark = max(f.from, f.lastRan.Hourly-r.reread())
 	f.now = r.Passes.LastPass(atSec)
 	f.fp = fingerprint(l, r.Passes, r.Since, c.AllTRES)
 	f.full = r.frozen.Usage == nil || f.fp != r.fingerprint || f.now < r.frozen.At || f.lastRan.Hourly < r.lastRollup || f.watermark < r.watermark
@@ -117,6 +113,15 @@ func (r *Refresher) start(ctx context.Context, at time.Time) (*refresh, error) {
 		}
 	}
 	return f, nil
+}
+
+// reread is how far back from the last rollup a refresh reads the hours
+// and the jobs that ended in them again (Reread), in seconds.
+func (r *Refresher) reread() int64 {
+	if r.Reread <= 0 {
+		return int64(DefaultReread.Seconds())
+	}
+	return int64(r.Reread.Seconds())
 }
 
 // readLayout is the cluster's schema, read again when slurmdbd changed

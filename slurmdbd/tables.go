@@ -63,9 +63,12 @@ func (t *Tables) Snapshot(at time.Time, ref *Refresher) (*Snapshot, error) {
 				j.End = 0
 			}
 			in.Jobs = append(in.Jobs, j)
-		case (!ref.Passes.ChargeJobEnd || j.SubmitCharge != 0) && j.End <= lastRan.Hourly && float64(j.End) >= in.HoursFrom:
+		case (!ref.Passes.ChargeJobEnd || j.SubmitCharge != 0 || j.End > lastRan.Hourly-ref.reread()) && j.End <= lastRan.Hourly && float64(j.End) >= in.HoursFrom:
 			// their tails, out of the rolled-up hours; their charges at
-			// submission, which the hours have none of
+			// submission, which the hours have none of; as a Refresher
+			// reads them, those that ended in the hours it reads again:
+			// their partial hours retimed, and their rate while they
+			// may have run since the last pass (Usage.Running)
 			in.Ended = append(in.Ended, j)
 		}
 	}
