@@ -51,7 +51,9 @@ func BenchmarkScale(b *testing.B) {
 	months := scaleEnv("SCALE_MONTHS", 12)
 	allTRES, site := os.Getenv("SCALE_TRES") == "all", os.Getenv("SCALE_SITE") == "1"
 	const depth, seed = 6, 1
-	cfg := slurmharness.Config{HalfLife: "7-00:00:00"}
+	// slurmctld loads the generated tree after the generation, the
+	// database still flushing: past a minute at 100k
+	cfg := slurmharness.Config{HalfLife: "7-00:00:00", CtldWait: 10 * time.Minute}
 	if site {
 		cfg.Partitions = []string{gen.SitePartition + " TRESBillingWeights=" + gen.SiteWeights, "p2"}
 	}

@@ -276,7 +276,11 @@ func (c *Cluster) waitDbd(d time.Duration) {
 // startCtld starts slurmctld and waits until it answers.
 func (c *Cluster) startCtld() {
 	c.StartDaemon("slurmctld")
-	c.waitFor("slurmctld to answer", 60*time.Second, func() error {
+	wait := c.cfg.CtldWait
+	if wait <= 0 {
+		wait = time.Minute
+	}
+	c.waitFor("slurmctld to answer", wait, func() error {
 		out, err := c.Run("scontrol", "ping")
 		if err == nil && !strings.Contains(out, "UP") {
 			err = errors.New(out)

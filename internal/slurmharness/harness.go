@@ -93,6 +93,11 @@ type Config struct {
 	// up at each local hour, so a test has the hourly rollup fall
 	// where it needs it, not wait for the clock's. Whole minutes.
 	HourAt time.Time
+	// CtldWait is how long slurmctld may take to answer after a start;
+	// default a minute. It loads every association from slurmdbd first:
+	// at 100k, after a generation has left the database flushing, that
+	// took longer.
+	CtldWait time.Duration
 }
 
 // Cluster is a running Slurm cluster on this host.
