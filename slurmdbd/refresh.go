@@ -271,10 +271,11 @@ func (r *Refresher) rebuild(f *refresh) *Snapshot {
 		ch.c, ch.freezes, ch.reads = in.Charge(r.frozen), r.Freezes, r.assocs.reads
 	}
 	in.Charged, in.BaseScale = r.charged.c, r.frozen.Scale(r.Passes, f.now)
-	if e := &r.ended; !e.kept.Serves(&in) {
+	e := &r.ended
+	if !e.kept.Serves(&in) {
 		e.kept = in.KeepTails()
 	}
-	in.Kept = r.ended.kept
+	in.Kept = e.kept
 	u, problems := usage.Rebuild(in)
 	f.problems = append(f.problems, problems...)
 	tree := f.tree

@@ -40,7 +40,9 @@ type KeptTails struct {
 // KeepTails is Tails(in.Ended, true) to be decayed to later refreshes of
 // the same Ended jobs, or nil while it would not decay as a whole: the
 // last rolled-up hour, and so a tail's lost interval (tailRisk), is not
-// yet a PriorityCalcPeriod behind the last pass.
+// yet a PriorityCalcPeriod behind the last pass, or the horizon has
+// passed a job's start already (it would not serve even now, and the
+// tails would be computed twice).
 func (in *Inputs) KeepTails() *KeptTails {
 	now := in.Passes.LastPass(in.At)
 	if in.Passes.Period <= 0 || float64(in.LastHourly)+in.Passes.Period > now {
@@ -50,6 +52,9 @@ func (in *Inputs) KeepTails() *KeptTails {
 		since: in.Since, rowsByQOS: in.RowsByQOS, usageFactor: in.UsageFactor, jobs: len(in.Ended)}
 	for _, j := range in.Ended {
 		k.minStart = min(k.minStart, j.Start)
+	}
+	if !k.withinHorizon(in) {
+		return nil
 	}
 	c := *in // its weights cached for this moment stay with the copy
 	k.sums, k.problems = c.Tails(in.Ended, true)
@@ -62,6 +67,12 @@ func (k *KeptTails) Serves(in *Inputs) bool {
 		k.since != in.Since || k.rowsByQOS != in.RowsByQOS || k.jobs != len(in.Ended) || !maps.Equal(k.usageFactor, in.UsageFactor) {
 		return false
 	}
+	return k.withinHorizon(in)
+}
+
+// withinHorizon: no job k holds started before the horizon at in.At
+// (rowWeight cuts such a job there).
+func (k *KeptTails) withinHorizon(in *Inputs) bool {
 	rows, _ := Horizon(in.Passes, int64(in.At), int64(in.Since))
 	return rows <= k.minStart
 }
@@ -75,8 +86,7 @@ func (in *Inputs) endedTails() (t Frozen, byPass, byMoment float64, problems []e
 		t, problems = in.Tails(in.Ended, true)
 		return t, 1, 1, problems
 	}
-	d := in.Passes.D()
-	return k.sums, math.Pow(d, in.Passes.LastPass(in.At)-k.now), math.Pow(d, in.At-k.sums.At), k.problems
+	return k.sums, math.Pow(in.Passes.D(), in.Passes.LastPass(in.At)-k.now), k.sums.Scale(in.Passes, in.At), k.problems
 }
 
 // tailRiskKey: the TRES that hold the tail risk (tresTailRate).

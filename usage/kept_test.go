@@ -50,7 +50,7 @@ func keptJobs(r *rand.Rand, last int64, at float64, p fairshare.Passes) (jobs []
 // every 97 s for three hours, with and without limits; none is kept while
 // the last rolled-up hour is within a PriorityCalcPeriod of the last
 // pass; once the horizon passes the oldest job's start the kept tails
-// stop serving, and the result is the same.
+// stop serving, the result is the same, and none is kept again.
 func TestKeptTails(t *testing.T) {
 	const last = 1_800_003_600 // an hour's end
 	assocs := []fairshare.Association{{Account: "root", Parent: -1}, {Account: "a", Parent: 0, Shares: 1},
@@ -87,6 +87,9 @@ func TestKeptTails(t *testing.T) {
 		}
 		if served == 0 || declined == 0 {
 			t.Errorf("limits %v: kept tails served %d refreshes and declined %d: want both, the horizon passing the oldest job's start", limits, served, declined)
+		}
+		if in.At = at1 + 3*3600; in.KeepTails() != nil {
+			t.Errorf("limits %v: tails kept at %v, the horizon past the oldest job's start: they would not serve", limits, in.At)
 		}
 	}
 }
