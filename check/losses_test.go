@@ -1,7 +1,6 @@
 package check
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/shares"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // TestCheckBlamesResetOnLossSeen: check in database mode notes a user's
@@ -54,40 +52,16 @@ func TestCheckBlamesResetOnLossSeen(t *testing.T) {
 // is changed by by times his own.
 func hankReported(t *testing.T, by float64) (*shares.Table, *build.Inputs) {
 	t.Helper()
-	out, err := sshare.ParseFile(filepath.Join("..", "testdata", "slurm-22.05", "running-classic-1.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.FillMissingFactor(1)
-	db, err := out.Tree()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, db := classicCapture(t)
 	if by != 0 {
-		assocs := make([]fairshare.Association, db.Len())
-		for i := range assocs {
-			assocs[i] = db.Association(i)
-		}
 		hank := find(db, "hank")
-		for i := hank; i >= 0; i = assocs[i].Parent {
-			assocs[i].RawUsage += by * db.Association(hank).RawUsage
-		}
-		if db, err = fairshare.NewTree(assocs); err != nil {
-			t.Fatal(err)
-		}
+		db = edited(t, db, func(assocs []fairshare.Association) {
+			for i := hank; i >= 0; i = assocs[i].Parent {
+				assocs[i].RawUsage += by * db.Association(hank).RawUsage
+			}
+		})
 	}
-	in := &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: fairshare.AlgorithmClassic, Dampening: 1}, Database: build.Database{Tree: db, TieOrderKnown: true, Computed: time.Unix(1_700_000_000, 0), Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}}, Options: build.Options{Tolerance: drift.DefaultTolerance}}
-	return out, in
-}
-
-// find is the index of user's association in t.
-func find(t *fairshare.Tree, user string) int {
-	for i := range t.Len() {
-		if t.Association(i).User == user {
-			return i
-		}
-	}
-	return -1
+	return out, databaseSide(db, time.Unix(1_700_000_000, 0))
 }
 
 // TestCheckSettling: check read live right after slurmctld started
@@ -95,8 +69,8 @@ func find(t *fairshare.Tree, user string) int {
 // holds beyond the database's without judging it, as serve does: jobs
 // that started just before slurmctld stopped reach slurmdbd only after it
 // registers; usage slurmctld lacks is judged at once. Settled, both are
-// flagged. The database's hank is changed,
-// the report kept as real Slurm computed it.
+// flagged. The database's hank is changed, the report kept as real Slurm
+// computed it.
 func TestCheckSettling(t *testing.T) {
 	for _, c := range []struct {
 		by                float64 // the database's hank's usage changed by

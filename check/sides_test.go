@@ -1,7 +1,6 @@
 package check
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,8 +8,6 @@ import (
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/build"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/drift"
 	"github.com/slurmdbd-exporter/slurmdbd_exporter/fairshare"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/result"
-	"github.com/slurmdbd-exporter/slurmdbd_exporter/sshare"
 )
 
 // TestCompareSides: check's policy for a lone read as slurmctld ran a
@@ -19,30 +16,14 @@ import (
 // agrees with, and says which (real Slurm 22.05, running-classic-1.txt,
 // as the report and as the side it shows).
 func TestCompareSides(t *testing.T) {
-	out, err := sshare.ParseFile(filepath.Join("..", "testdata", "slurm-22.05", "running-classic-1.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.FillMissingFactor(1)
-	shown, err := out.Tree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assocs := make([]fairshare.Association, shown.Len())
-	for i := range assocs {
-		assocs[i] = shown.Association(i)
-		assocs[i].RawUsage *= 1.1 // the other side: a pass's decay away
-	}
-	other, err := fairshare.NewTree(assocs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out, shown := classicCapture(t)
+	other := edited(t, shown, func(assocs []fairshare.Association) {
+		for i := range assocs {
+			assocs[i].RawUsage *= 1.1 // the other side: a pass's decay away
+		}
+	})
 	pass := time.Unix(1_700_000_000, 0)
-	side := func(t *fairshare.Tree) *build.Inputs {
-		return &build.Inputs{Name: "c", Settings: build.Settings{Algorithm: fairshare.AlgorithmClassic, Dampening: 1},
-			Database: build.Database{Tree: t, TieOrderKnown: true, Computed: pass, Phase: result.Phase{Source: result.PhaseStateFile, Uncertainty: time.Second}},
-			Options:  build.Options{Tolerance: drift.DefaultTolerance}}
-	}
+	side := func(t *fairshare.Tree) *build.Inputs { return databaseSide(t, pass) }
 	d := Database{Reported: out, Algorithm: fairshare.AlgorithmClassic, Tolerance: drift.DefaultTolerance}
 	for _, tc := range []struct {
 		before, after *fairshare.Tree

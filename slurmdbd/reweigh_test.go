@@ -26,11 +26,11 @@ type reweighJob struct {
 // UsageFactors 0 and 2 roll up hour by hour as slurmdbd rolls them (the
 // billing truncated, no factor; on 24.11 the per-QOS split beside). Every
 // incremental refresh, as the hours pass the re-read window and freeze,
-// and between rollups, equals a full load; and each user's RawUsage is what slurmctld charged
-// its jobs pass by pass (fairshare.Passes.JobUsage at the charged rate),
-// to within the rows' spread over their hour, the scavenger's nothing:
-// on the 23.11 layout from the jobs alone, on 24.11 from the per-QOS
-// split, and the two agree.
+// and between rollups, equals a full load; and each user's RawUsage is
+// what slurmctld charged its jobs pass by pass (fairshare.Passes.JobUsage
+// at the charged rate), to within the rows' spread over their hour, the
+// scavenger's nothing: on the 23.11 layout from the jobs alone, on 24.11
+// from the per-QOS split, and the two agree.
 func TestRefresherReweighs(t *testing.T) {
 	srv := mariadbtest.Start(t, "")
 	by := map[string]map[uint32]float64{}
